@@ -1,0 +1,239 @@
+#include "config.h"
+
+#include <toml++/toml.h>
+
+#include <cstdlib>
+#include <fstream>
+#include <set>
+#include <sstream>
+
+namespace inbox {
+namespace {
+
+// Unknown keys are errors: a typo such as `secret = ` must not silently
+// leave a provider without its secret list.
+void reject_unknown_keys(const toml::table& t, const std::set<std::string>& known,
+                         const std::string& where) {
+  for (auto&& [key, value] : t) {
+    (void)value;
+    if (!known.count(std::string(key.str())))
+      throw ConfigError(where + ": unknown key \"" + std::string(key.str()) + "\"");
+  }
+}
+
+std::string get_string(const toml::table& t, const char* key, const std::string& where,
+                       std::string fallback = {}) {
+  const toml::node* n = t.get(key);
+  if (!n) return fallback;
+  if (auto v = n->value_exact<std::string>()) return *v;
+  throw ConfigError(where + ": \"" + key + "\" must be a string");
+}
+
+int get_int(const toml::table& t, const char* key, const std::string& where, int fallback,
+            std::int64_t min, std::int64_t max) {
+  const toml::node* n = t.get(key);
+  if (!n) return fallback;
+  auto v = n->value_exact<std::int64_t>();
+  if (!v) throw ConfigError(where + ": \"" + key + "\" must be an integer");
+  if (*v < min || *v > max)
+    throw ConfigError(where + ": \"" + key + "\" must be between " + std::to_string(min) +
+                      " and " + std::to_string(max));
+  return static_cast<int>(*v);
+}
+
+bool get_bool(const toml::table& t, const char* key, const std::string& where, bool fallback) {
+  const toml::node* n = t.get(key);
+  if (!n) return fallback;
+  if (auto v = n->value_exact<bool>()) return *v;
+  throw ConfigError(where + ": \"" + key + "\" must be true or false");
+}
+
+const toml::table* get_table(const toml::table& t, const char* key) {
+  const toml::node* n = t.get(key);
+  if (!n) return nullptr;
+  if (!n->is_table()) throw ConfigError(std::string("\"") + key + "\" must be a table");
+  return n->as_table();
+}
+
+// A secret is either an inline string or { env = "NAME" }.
+void read_secrets(const toml::table& t, const std::string& where, ProviderConfig& p) {
+  const toml::node* n = t.get("secrets");
+  if (!n) throw ConfigError(where + ": \"secrets\" is required (a list)");
+  const toml::array* arr = n->as_array();
+  if (!arr || arr->empty()) throw ConfigError(where + ": \"secrets\" must be a non-empty list");
+  int index = 0;
+  for (const toml::node& s : *arr) {
+    ++index;
+    if (auto v = s.value_exact<std::string>()) {
+      p.secrets.push_back(*v);
+      p.secret_names.push_back("inline #" + std::to_string(index));
+    } else if (const toml::table* st = s.as_table()) {
+      std::string w = where + " secrets[" + std::to_string(index) + "]";
+      reject_unknown_keys(*st, {"env"}, w);
+      std::string var = get_string(*st, "env", w);
+      if (var.empty()) throw ConfigError(w + ": { env = \"NAME\" } expected");
+      const char* value = std::getenv(var.c_str());
+      if (!value || !*value)
+        throw ConfigError(w + ": environment variable " + var + " is not set or empty");
+      p.secrets.push_back(value);
+      p.secret_names.push_back("env " + var);
+    } else {
+      throw ConfigError(where + ": each secret is a string or { env = \"NAME\" }");
+    }
+    if (p.secrets.back().empty()) throw ConfigError(where + ": empty secret");
+  }
+}
+
+// Where each scheme finds its id unless the config says otherwise.
+void apply_scheme_defaults(ProviderConfig& p) {
+  if (!p.id_header.empty() || !p.id_json_pointer.empty()) return;
+  if (p.scheme == "github") p.id_header = "X-GitHub-Delivery";
+  else if (p.scheme == "stripe") p.id_json_pointer = "/id";
+  else if (p.scheme == "shopify") p.id_header = "X-Shopify-Webhook-Id";
+  else if (p.scheme == "slack") p.id_json_pointer = "/event_id";
+  else if (p.scheme == "standard") p.id_header = "webhook-id";
+}
+
+ProviderConfig read_provider(const toml::table& t, int index) {
+  std::string where = "provider #" + std::to_string(index);
+  reject_unknown_keys(t,
+                      {"name", "scheme", "secrets", "id_header", "id_json_pointer",
+                       "tolerance_seconds", "signature_header", "algorithm", "encoding", "prefix"},
+                      where);
+  ProviderConfig p;
+  p.name = get_string(t, "name", where);
+  if (!valid_provider_name(p.name))
+    throw ConfigError(where + ": \"name\" must be 1..63 characters of [a-z0-9_-]");
+  where = "provider \"" + p.name + "\"";
+  p.scheme = get_string(t, "scheme", where);
+  static const std::set<std::string> schemes = {"github", "stripe", "shopify",
+                                                "slack",  "standard", "hmac"};
+  if (!schemes.count(p.scheme))
+    throw ConfigError(where + ": \"scheme\" must be one of github, stripe, shopify, slack, "
+                              "standard, hmac");
+  read_secrets(t, where, p);
+  p.id_header = get_string(t, "id_header", where);
+  p.id_json_pointer = get_string(t, "id_json_pointer", where);
+  if (!p.id_header.empty() && !p.id_json_pointer.empty())
+    throw ConfigError(where + ": set either \"id_header\" or \"id_json_pointer\", not both");
+  if (!p.id_json_pointer.empty() && p.id_json_pointer[0] != '/')
+    throw ConfigError(where + ": \"id_json_pointer\" is a JSON pointer such as \"/id\"");
+  p.tolerance_seconds = get_int(t, "tolerance_seconds", where, 300, 0, 86400);
+
+  bool generic = p.scheme == "hmac";
+  for (const char* key : {"signature_header", "algorithm", "encoding", "prefix"})
+    if (!generic && t.get(key))
+      throw ConfigError(where + ": \"" + key + "\" only applies to scheme \"hmac\"");
+  if (generic) {
+    p.signature_header = get_string(t, "signature_header", where);
+    if (p.signature_header.empty())
+      throw ConfigError(where + ": scheme \"hmac\" needs \"signature_header\"");
+    p.algorithm = get_string(t, "algorithm", where, "sha256");
+    if (p.algorithm != "sha1" && p.algorithm != "sha256" && p.algorithm != "sha512")
+      throw ConfigError(where + ": \"algorithm\" must be sha1, sha256 or sha512");
+    p.encoding = get_string(t, "encoding", where, "hex");
+    if (p.encoding != "hex" && p.encoding != "base64")
+      throw ConfigError(where + ": \"encoding\" must be hex or base64");
+    p.prefix = get_string(t, "prefix", where);
+    if (p.id_header.empty() && p.id_json_pointer.empty())
+      throw ConfigError(where + ": scheme \"hmac\" needs \"id_header\" or \"id_json_pointer\"");
+  }
+  apply_scheme_defaults(p);
+  return p;
+}
+
+}  // namespace
+
+bool valid_provider_name(const std::string& name) {
+  if (name.empty() || name.size() > 63) return false;
+  for (char c : name)
+    if (!((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_' || c == '-')) return false;
+  return true;
+}
+
+const ProviderConfig* Config::find_provider(const std::string& name) const {
+  for (const auto& p : providers)
+    if (p.name == name) return &p;
+  return nullptr;
+}
+
+Config parse_config(const std::string& toml_text, const std::string& source_name) {
+  toml::table root;
+  try {
+    root = toml::parse(toml_text, source_name);
+  } catch (const toml::parse_error& e) {
+    std::ostringstream msg;
+    msg << source_name << ":" << e.source().begin.line << ":" << e.source().begin.column << ": "
+        << e.description();
+    throw ConfigError(msg.str());
+  }
+  reject_unknown_keys(root,
+                      {"listen", "database_url", "max_body_bytes", "http", "database", "batching",
+                       "provider"},
+                      "top level");
+  Config c;
+  c.listen = get_string(root, "listen", "top level", c.listen);
+  if (c.listen.rfind(':') == std::string::npos)
+    throw ConfigError("\"listen\" must be host:port, e.g. \"127.0.0.1:8080\"");
+  c.database_url = get_string(root, "database_url", "top level");
+  c.max_body_bytes = static_cast<std::size_t>(
+      get_int(root, "max_body_bytes", "top level", static_cast<int>(c.max_body_bytes), 1,
+              64 << 20));
+
+  if (const toml::table* h = get_table(root, "http")) {
+    reject_unknown_keys(*h, {"threads", "read_timeout_ms", "write_timeout_ms",
+                             "keep_alive_timeout_s", "keep_alive_max_requests"},
+                        "[http]");
+    c.http_threads = get_int(*h, "threads", "[http]", c.http_threads, 2, 4096);
+    c.read_timeout_ms = get_int(*h, "read_timeout_ms", "[http]", c.read_timeout_ms, 10, 600000);
+    c.write_timeout_ms = get_int(*h, "write_timeout_ms", "[http]", c.write_timeout_ms, 10, 600000);
+    c.keep_alive_timeout_s =
+        get_int(*h, "keep_alive_timeout_s", "[http]", c.keep_alive_timeout_s, 0, 3600);
+    c.keep_alive_max_requests =
+        get_int(*h, "keep_alive_max_requests", "[http]", c.keep_alive_max_requests, 1, 1000000);
+  }
+  if (const toml::table* d = get_table(root, "database")) {
+    reject_unknown_keys(*d, {"pool_size", "connect_timeout_s", "statement_timeout_ms",
+                             "deadline_ms", "retry_after_s"},
+                        "[database]");
+    c.pool_size = get_int(*d, "pool_size", "[database]", c.pool_size, 1, 256);
+    c.connect_timeout_s =
+        get_int(*d, "connect_timeout_s", "[database]", c.connect_timeout_s, 1, 600);
+    c.statement_timeout_ms =
+        get_int(*d, "statement_timeout_ms", "[database]", c.statement_timeout_ms, 0, 600000);
+    c.deadline_ms = get_int(*d, "deadline_ms", "[database]", c.deadline_ms, 10, 600000);
+    c.retry_after_s = get_int(*d, "retry_after_s", "[database]", c.retry_after_s, 1, 3600);
+  }
+  if (const toml::table* b = get_table(root, "batching")) {
+    reject_unknown_keys(*b, {"enabled", "max_events", "max_wait_us"}, "[batching]");
+    c.batching = get_bool(*b, "enabled", "[batching]", c.batching);
+    c.batch_max_events = get_int(*b, "max_events", "[batching]", c.batch_max_events, 1, 10000);
+    c.batch_max_wait_us = get_int(*b, "max_wait_us", "[batching]", c.batch_max_wait_us, 0, 100000);
+  }
+
+  if (const toml::node* n = root.get("provider")) {
+    const toml::array* arr = n->as_array();
+    if (!arr) throw ConfigError("providers are [[provider]] tables");
+    int index = 0;
+    for (const toml::node& pn : *arr) {
+      ++index;
+      const toml::table* pt = pn.as_table();
+      if (!pt) throw ConfigError("providers are [[provider]] tables");
+      ProviderConfig p = read_provider(*pt, index);
+      if (c.find_provider(p.name)) throw ConfigError("provider \"" + p.name + "\" is listed twice");
+      c.providers.push_back(std::move(p));
+    }
+  }
+  if (c.providers.empty()) throw ConfigError("no [[provider]] configured");
+  return c;
+}
+
+Config load_config(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw ConfigError("cannot read " + path);
+  std::ostringstream text;
+  text << in.rdbuf();
+  return parse_config(text.str(), path);
+}
+
+}  // namespace inbox

@@ -1,0 +1,66 @@
+// The receiver's TOML configuration: what `serve` and `check-config` read.
+#pragma once
+
+#include <cstdint>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace inbox {
+
+struct ConfigError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+struct ProviderConfig {
+  std::string name;    // URL segment and inbox.events.provider: [a-z0-9_-]{1,63}
+  std::string scheme;  // github, stripe, shopify, slack, standard, hmac
+  std::vector<std::string> secrets;       // resolved values; every one is tried
+  std::vector<std::string> secret_names;  // "inline #1", "env GITHUB_SECRET" (for messages only)
+  // Where the external id comes from: exactly one of the two is set.
+  std::string id_header;
+  std::string id_json_pointer;
+  std::int64_t tolerance_seconds = 300;  // stripe, slack, standard; 0 turns the check off
+  // Only for scheme "hmac".
+  std::string signature_header;
+  std::string algorithm = "sha256";  // sha1, sha256, sha512
+  std::string encoding = "hex";      // hex, base64
+  std::string prefix;                // e.g. "sha256=" in front of the digest
+};
+
+struct Config {
+  std::string listen = "127.0.0.1:8080";
+  std::string database_url;  // empty: libpq falls back to the PG* environment variables
+  std::size_t max_body_bytes = 1 << 20;
+
+  // [http]
+  int http_threads = 64;  // bounded pool; a keep-alive connection holds one thread
+  int read_timeout_ms = 5000;
+  int write_timeout_ms = 5000;
+  int keep_alive_timeout_s = 5;
+  int keep_alive_max_requests = 1000;
+
+  // [database]
+  int pool_size = 4;  // connections, one flusher thread each
+  int connect_timeout_s = 3;
+  int statement_timeout_ms = 3000;
+  int deadline_ms = 5000;  // not committed by then: answer 503
+  int retry_after_s = 5;   // Retry-After on 503
+
+  // [batching]
+  bool batching = true;  // false: one transaction per request (benchmark baseline)
+  int batch_max_events = 64;
+  int batch_max_wait_us = 200;
+
+  std::vector<ProviderConfig> providers;
+
+  const ProviderConfig* find_provider(const std::string& name) const;
+};
+
+// Parses and validates; throws ConfigError naming the key at fault.
+Config parse_config(const std::string& toml_text, const std::string& source_name = "config");
+Config load_config(const std::string& path);
+
+bool valid_provider_name(const std::string& name);
+
+}  // namespace inbox

@@ -1,0 +1,183 @@
+// inbox-receiver: subcommand dispatch. Each subcommand is one function;
+// adding one (the backfill/publish/forward workers) is one row in kCommands.
+#include <signal.h>
+
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <iostream>
+#include <map>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "config.h"
+#include "http_server.h"
+#include "log.h"
+#include "providers/provider.h"
+#include "sign_command.h"
+
+namespace {
+
+using Args = std::vector<std::string>;
+
+// --key value pairs and bare --flags; anything else is an error.
+struct Flags {
+  std::map<std::string, std::string> values;
+  bool has(const std::string& k) const { return values.count(k) > 0; }
+  std::string get(const std::string& k, const std::string& d = {}) const {
+    auto it = values.find(k);
+    return it == values.end() ? d : it->second;
+  }
+};
+
+Flags parse_flags(const Args& args, const std::vector<std::string>& with_value,
+                  const std::vector<std::string>& bare) {
+  Flags f;
+  for (size_t i = 0; i < args.size(); ++i) {
+    const std::string& a = args[i];
+    auto is = [&](const std::vector<std::string>& names) {
+      for (const auto& n : names)
+        if (a == "--" + n) return true;
+      return false;
+    };
+    if (is(with_value)) {
+      if (i + 1 >= args.size()) throw inbox::ConfigError(a + " needs a value");
+      f.values[a.substr(2)] = args[++i];
+    } else if (is(bare)) {
+      f.values[a.substr(2)] = "1";
+    } else {
+      throw inbox::ConfigError("unknown argument " + a);
+    }
+  }
+  return f;
+}
+
+inbox::Config config_from(const Flags& f) {
+  if (!f.has("config")) throw inbox::ConfigError("--config FILE is required");
+  return inbox::load_config(f.get("config"));
+}
+
+int cmd_serve(const Args& args) {
+  Flags f = parse_flags(args, {"config"}, {"no-batching", "quiet"});
+  inbox::Config config = config_from(f);
+  if (f.has("no-batching")) config.batching = false;
+  if (f.has("quiet")) inbox::set_request_logging(false);
+
+  // Block the stop signals before any thread starts, so only sigwait() below
+  // sees them; every other thread keeps running normally.
+  sigset_t stop_signals;
+  sigemptyset(&stop_signals);
+  sigaddset(&stop_signals, SIGTERM);
+  sigaddset(&stop_signals, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
+
+  inbox::Receiver receiver(config);
+  int port = receiver.start();
+  inbox::log_line("info", "listening",
+                  {{"listen", config.listen}, inbox::num("port", static_cast<long long>(port)),
+                   {"batching", config.batching ? "on" : "off"},
+                   inbox::num("providers", static_cast<long long>(config.providers.size()))});
+  int sig = 0;
+  sigwait(&stop_signals, &sig);
+  inbox::log_line("info", "stopping", {{"signal", strsignal(sig)}});
+  receiver.stop();
+  inbox::log_line("info", "stopped");
+  return 0;
+}
+
+int cmd_check_config(const Args& args) {
+  Flags f = parse_flags(args, {"config"}, {});
+  inbox::Config config = config_from(f);
+  inbox::split_listen(config.listen);
+  for (const auto& p : config.providers) inbox::make_provider(p);  // e.g. bad whsec_ secrets
+  std::cout << "ok: " << f.get("config") << "\n  listen " << config.listen << "\n  batching "
+            << (config.batching ? "on" : "off") << "\n";
+  for (const auto& p : config.providers) {
+    std::cout << "  provider " << p.name << " (" << p.scheme << "): " << p.secrets.size()
+              << " secret(s), id from "
+              << (p.id_header.empty() ? "JSON pointer " + p.id_json_pointer : "header " + p.id_header)
+              << "\n";
+  }
+  std::cout << "Each provider must also be registered in the database, once:\n";
+  for (const auto& p : config.providers)
+    std::cout << "  SELECT inbox.register_provider('" << p.name << "');\n";
+  return 0;
+}
+
+std::string read_body(const std::string& path) {
+  std::ostringstream text;
+  if (path == "-") {
+    text << std::cin.rdbuf();
+  } else {
+    std::ifstream in(path, std::ios::binary);
+    if (!in) throw inbox::ConfigError("cannot read " + path);
+    text << in.rdbuf();
+  }
+  return text.str();
+}
+
+int cmd_sign(const Args& args) {
+  Flags f = parse_flags(args, {"config", "provider", "body", "id", "url", "format", "timestamp"}, {});
+  inbox::Config config = config_from(f);
+  inbox::SignOptions o;
+  o.provider = f.get("provider");
+  if (o.provider.empty()) throw inbox::ConfigError("--provider NAME is required");
+  if (f.has("body")) o.body = read_body(f.get("body"));
+  o.id = f.get("id");
+  o.url = f.get("url", o.url);
+  o.format = f.get("format", o.format);
+  if (o.format != "curl" && o.format != "headers") throw inbox::ConfigError("--format is curl or headers");
+  if (f.has("timestamp")) o.now = std::stoll(f.get("timestamp"));
+  std::cout << inbox::sign_delivery(config, o);
+  return 0;
+}
+
+// The backfill worker (inbox-receiver backfill --config FILE) belongs to its
+// own issue; the name is reserved here so the dispatch shows where it goes.
+int cmd_backfill(const Args&) {
+  std::cerr << "inbox-receiver backfill: not built yet (tracked in its own issue)\n";
+  return 2;
+}
+
+struct Command {
+  const char* name;
+  const char* usage;
+  int (*run)(const Args&);
+};
+
+const Command kCommands[] = {
+    {"serve", "serve --config FILE [--no-batching] [--quiet]", cmd_serve},
+    {"check-config", "check-config --config FILE", cmd_check_config},
+    {"sign",
+     "sign --config FILE --provider NAME [--body FILE|-] [--id ID] [--url URL] "
+     "[--format curl|headers] [--timestamp UNIX]",
+     cmd_sign},
+    {"backfill", "backfill --config FILE   (not built yet)", cmd_backfill},
+};
+
+int usage(std::FILE* out) {
+  std::fprintf(out, "usage:\n");
+  for (const Command& c : kCommands) std::fprintf(out, "  inbox-receiver %s\n", c.usage);
+  return out == stdout ? 0 : 2;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 2) return usage(stderr);
+  std::string name = argv[1];
+  if (name == "--help" || name == "-h" || name == "help") return usage(stdout);
+  Args args(argv + 2, argv + argc);
+  for (const Command& c : kCommands) {
+    if (name != c.name) continue;
+    try {
+      return c.run(args);
+    } catch (const std::exception& e) {
+      std::cerr << "inbox-receiver " << name << ": " << e.what() << "\n";
+      return 1;
+    }
+  }
+  std::cerr << "inbox-receiver: unknown command " << name << "\n";
+  return usage(stderr);
+}
