@@ -39,6 +39,7 @@ struct Config {
   int write_timeout_ms = 5000;
   int keep_alive_timeout_s = 5;
   int keep_alive_max_requests = 1000;
+  int listen_backlog = 1024;
 
   // [database]
   int pool_size = 4;  // connections, one flusher thread each

@@ -86,6 +86,14 @@ void Receiver::install_routes() {
   server_.new_task_queue = [threads] { return new httplib::ThreadPool(static_cast<size_t>(threads)); };
   // Off by default in cpp-httplib: costs ~40 ms per keep-alive request.
   server_.set_tcp_nodelay(true);
+  // cpp-httplib 0.11.4 listens with a backlog of 5: a burst of new
+  // connections would see dropped SYNs and a 1 s retransmit. Keep the
+  // listening socket so bind() can raise the backlog (listen() again).
+  server_.set_socket_options([this](socket_t sock) {
+    int yes = 1;
+    setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof yes);
+    listen_fd_ = sock;
+  });
   server_.set_read_timeout(config_.read_timeout_ms / 1000, (config_.read_timeout_ms % 1000) * 1000);
   server_.set_write_timeout(config_.write_timeout_ms / 1000, (config_.write_timeout_ms % 1000) * 1000);
   server_.set_keep_alive_timeout(config_.keep_alive_timeout_s);
@@ -159,9 +167,9 @@ void Receiver::handle_webhook(const httplib::Request& req, httplib::Response& re
   Extracted x;
   check = provider.extract(d, x);
   if (!check.ok()) return refuse(res, check.status, "bad_request", check.message);
-  if (auto reply = provider.handshake_reply(x)) {
+  if (x.handshake_reply) {
     t_ctx.outcome = "handshake";
-    return answer(res, 200, *reply);
+    return answer(res, 200, *x.handshake_reply);
   }
   t_ctx.external_id = x.external_id;
 
@@ -215,6 +223,7 @@ int Receiver::bind() {
   auto [host, port] = split_listen(config_.listen);
   port_ = port == 0 ? server_.bind_to_any_port(host) : (server_.bind_to_port(host, port) ? port : -1);
   if (port_ <= 0) throw ConfigError("cannot listen on " + config_.listen);
+  if (listen_fd_ >= 0) ::listen(listen_fd_, config_.listen_backlog);
   return port_;
 }
 
@@ -223,6 +232,9 @@ void Receiver::serve() { server_.listen_after_bind(); }
 int Receiver::start() {
   int p = bind();
   serve_thread_ = std::thread([this] { serve(); });
+  // stop() is a no-op until the accept loop runs (0.11.4 has no
+  // wait_until_ready), so do not hand back control before it does.
+  while (!server_.is_running()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
   return p;
 }
 

@@ -57,6 +57,7 @@ class Receiver {
   httplib::Server server_;
   std::thread serve_thread_;
   int port_ = 0;
+  int listen_fd_ = -1;
   bool stopped_ = false;
 };
 

@@ -21,6 +21,7 @@ Check Provider::payload_json(const Delivery& d, std::string& out) const {
 Check Provider::extract(const Delivery& d, Extracted& out) const {
   Check c = payload_json(d, out.payload_json);
   if (!c.ok()) return c;
+  if ((out.handshake_reply = handshake_reply(out.payload_json))) return Check::pass();
   if (!config_.id_header.empty()) {
     out.external_id = id_from_header(d);
     if (out.external_id.empty())

@@ -39,6 +39,9 @@ struct Check {
 struct Extracted {
   std::string external_id;
   std::string payload_json;
+  // Set instead of an id when the delivery is a handshake to answer, not an
+  // event to store (Slack's url_verification).
+  std::optional<std::string> handshake_reply;
 };
 
 // A delivery signed the way the provider would sign it (for `sign` and tests).
@@ -64,9 +67,10 @@ class Provider {
   // Step 2 (only after verify): the JSON to store and the external id.
   Check extract(const Delivery& d, Extracted& out) const;
 
-  // A reply that must be sent instead of storing the event (Slack's
-  // url_verification handshake); nullopt for ordinary events.
-  virtual std::optional<std::string> handshake_reply(const Extracted&) const { return std::nullopt; }
+  // A reply to send instead of storing the delivery; nullopt for events.
+  virtual std::optional<std::string> handshake_reply(const std::string& /*payload_json*/) const {
+    return std::nullopt;
+  }
 
   // Signs `body` with the first secret, as the provider would at time `now`.
   virtual SignedRequest sign(std::string body, const std::string& id, std::int64_t now) const = 0;

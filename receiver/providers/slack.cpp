@@ -33,11 +33,11 @@ class Slack final : public Provider {
 
   // Slack checks a new Events URL by posting {"type":"url_verification",
   // "challenge":...} and expects the challenge back; nothing is stored.
-  std::optional<std::string> handshake_reply(const Extracted& e) const override {
-    if (e.payload_json.find("url_verification") == std::string::npos) return std::nullopt;
+  std::optional<std::string> handshake_reply(const std::string& payload) const override {
+    if (payload.find("url_verification") == std::string::npos) return std::nullopt;
     simdjson::dom::parser parser;
     simdjson::dom::element doc;
-    if (parser.parse(e.payload_json).get(doc) != simdjson::SUCCESS) return std::nullopt;
+    if (parser.parse(payload).get(doc) != simdjson::SUCCESS) return std::nullopt;
     std::string_view type, challenge;
     if (doc["type"].get(type) != simdjson::SUCCESS || type != "url_verification") return std::nullopt;
     if (doc["challenge"].get(challenge) != simdjson::SUCCESS) return std::nullopt;

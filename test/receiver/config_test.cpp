@@ -1,1 +1,108 @@
+// The TOML config: defaults, secrets from the environment, and errors that
+// name the key at fault. Also checks every example config parses.
 #include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <filesystem>
+
+#include "config.h"
+#include "providers/provider.h"
+
+using namespace inbox;
+
+namespace {
+
+std::string error_of(const std::string& toml) {
+  try {
+    parse_config(toml);
+  } catch (const ConfigError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+}  // namespace
+
+TEST(Config, FullExampleWithDefaults) {
+  setenv("INBOX_TEST_SECRET_NEXT", "from-env", 1);
+  Config c = parse_config(R"(
+listen = "0.0.0.0:9000"
+database_url = "postgresql://inbox@db/app"
+[batching]
+enabled = false
+[[provider]]
+name = "github"
+scheme = "github"
+secrets = ["inline-secret", { env = "INBOX_TEST_SECRET_NEXT" }]
+[[provider]]
+name = "stripe-eu"
+scheme = "stripe"
+secrets = ["whsec_x"]
+tolerance_seconds = 600
+[[provider]]
+name = "acme"
+scheme = "hmac"
+secrets = ["k"]
+signature_header = "X-Acme-Signature"
+algorithm = "sha1"
+id_json_pointer = "/event/id"
+)");
+  EXPECT_EQ(c.listen, "0.0.0.0:9000");
+  EXPECT_FALSE(c.batching);
+  EXPECT_EQ(c.max_body_bytes, 1u << 20);
+  ASSERT_EQ(c.providers.size(), 3u);
+  EXPECT_EQ(c.providers[0].secrets, (std::vector<std::string>{"inline-secret", "from-env"}));
+  EXPECT_EQ(c.providers[0].id_header, "X-GitHub-Delivery");
+  EXPECT_EQ(c.providers[1].id_json_pointer, "/id");
+  EXPECT_EQ(c.providers[1].tolerance_seconds, 600);
+  EXPECT_EQ(c.providers[2].algorithm, "sha1");
+  EXPECT_EQ(c.providers[2].encoding, "hex");
+}
+
+TEST(Config, ErrorsNameTheProblem) {
+  const std::string base = "[[provider]]\nname = \"gh\"\nscheme = \"github\"\n";
+  EXPECT_NE(error_of(base + "secret = [\"x\"]\n").find("unknown key \"secret\""), std::string::npos);
+  EXPECT_NE(error_of(base).find("\"secrets\" is required"), std::string::npos);
+  EXPECT_NE(error_of(base + "secrets = []\n").find("non-empty"), std::string::npos);
+  EXPECT_NE(error_of(base + "secrets = [{ env = \"INBOX_TEST_UNSET_VAR\" }]\n").find("INBOX_TEST_UNSET_VAR"),
+            std::string::npos);
+  EXPECT_NE(error_of("[[provider]]\nname = \"GitHub\"\nscheme = \"github\"\nsecrets = [\"x\"]\n").find("[a-z0-9_-]"),
+            std::string::npos);
+  EXPECT_NE(error_of("[[provider]]\nname = \"x\"\nscheme = \"paypal\"\nsecrets = [\"x\"]\n").find("scheme"),
+            std::string::npos);
+  EXPECT_NE(error_of("[[provider]]\nname = \"x\"\nscheme = \"hmac\"\nsecrets = [\"x\"]\n").find("signature_header"),
+            std::string::npos);
+  EXPECT_NE(error_of(base + "secrets = [\"x\"]\nprefix = \"sha1=\"\n").find("only applies"), std::string::npos);
+  EXPECT_NE(error_of(base + "secrets = [\"x\"]\n" + base + "secrets = [\"y\"]\n").find("twice"), std::string::npos);
+  EXPECT_NE(error_of("listen = 8080\n" + base + "secrets = [\"x\"]\n").find("\"listen\" must be a string"),
+            std::string::npos);
+  EXPECT_NE(error_of("[database]\npool_size = 0\n" + base + "secrets = [\"x\"]\n").find("pool_size"),
+            std::string::npos);
+  EXPECT_NE(error_of("listen = \n").find("config:1"), std::string::npos);  // TOML syntax, with position
+  EXPECT_NE(error_of("").find("no [[provider]]"), std::string::npos);
+}
+
+TEST(Config, StandardSecretMustBeWhsecBase64) {
+  Config c = parse_config("[[provider]]\nname = \"sw\"\nscheme = \"standard\"\nsecrets = [\"whsec_***\"]\n");
+  EXPECT_THROW(make_provider(c.providers[0]), ConfigError);
+}
+
+// Every file in examples/ must load (with its env secrets set).
+TEST(Config, ExamplesParse) {
+  namespace fs = std::filesystem;
+  fs::path dir = fs::path(INBOX_SOURCE_DIR) / "examples";
+  if (!fs::exists(dir)) GTEST_SKIP() << "no examples/";
+  for (const char* v : {"GITHUB_WEBHOOK_SECRET", "GITHUB_WEBHOOK_SECRET_NEXT", "STRIPE_WEBHOOK_SECRET",
+                        "SHOPIFY_API_SECRET", "SLACK_SIGNING_SECRET", "SVIX_WEBHOOK_SECRET",
+                        "ACME_WEBHOOK_SECRET"})
+    setenv(v, "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw", 1);
+  int n = 0;
+  for (const auto& entry : fs::directory_iterator(dir)) {
+    if (entry.path().extension() != ".toml") continue;
+    ++n;
+    SCOPED_TRACE(entry.path().string());
+    Config c = load_config(entry.path().string());
+    for (const auto& p : c.providers) EXPECT_NO_THROW(make_provider(p));
+  }
+  EXPECT_GT(n, 0);
+}
