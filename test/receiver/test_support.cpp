@@ -181,6 +181,8 @@ HttpResult post(int port, const std::string& path, const SignedRequest& r) {
 
 HttpResult get(int port, const std::string& path) {
   httplib::Client cli("127.0.0.1", port);
+  cli.set_connection_timeout(5, 0);
+  cli.set_read_timeout(10, 0);
   return to_result(cli.Get(path.c_str()));
 }
 
