@@ -1,0 +1,58 @@
+#!/usr/bin/env bash
+# `make test`: builds everything, starts a throwaway cluster and runs every
+# suite against it: pgTAP (pg_prove), isolation specs (pg_isolation_regress),
+# receiver tests (ctest). Exits non-zero when any suite fails.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+root=$PWD
+
+bash scripts/deps.sh
+make -s
+if [ -f CMakeLists.txt ]; then
+  cmake -S . -B build -DCMAKE_BUILD_TYPE=Release >/dev/null
+  cmake --build build -j2
+fi
+
+sudo=""; [ "$(id -u)" -eq 0 ] || sudo="sudo"
+# The extension installs into the server's own directories, shared by every
+# checkout on this machine: hold a lock from install to the last test.
+exec 9>/tmp/pg_inbox-test.lock
+flock 9
+$sudo make -s install >/dev/null
+
+tmp=$(mktemp -d /tmp/pg_inbox-test.XXXXXX)
+chmod 755 "$tmp"
+port=$(bash scripts/cluster.sh free-port 55432)
+cleanup() { bash "$root/scripts/cluster.sh" stop "$tmp" || true; rm -rf "$tmp"; }
+trap cleanup EXIT
+bash scripts/cluster.sh create "$tmp" "$port" inbox_test
+
+export PGHOST=127.0.0.1 PGPORT=$port PGUSER=postgres PGDATABASE=inbox_test
+failed=()
+
+echo "== pgTAP"
+psql -X -q -c "CREATE EXTENSION pgtap"
+pg_prove --ext .sql test/pgtap || failed+=(pgtap)
+
+echo "== isolation"
+specs=$(cd test/isolation/specs && ls *.spec | sed 's/\.spec$//')
+# shellcheck disable=SC2086
+"$(pg_config --pkglibdir)/pgxs/src/test/isolation/pg_isolation_regress" \
+  --use-existing --host=127.0.0.1 --port="$port" --user=postgres \
+  --dbname=inbox_isolation --load-extension=pg_inbox \
+  --inputdir=test/isolation --outputdir="$tmp/isolation" $specs \
+  || { cat "$tmp/isolation/regression.diffs" 2>/dev/null; failed+=(isolation); }
+
+if [ -f build/CTestTestfile.cmake ]; then
+  echo "== receiver"
+  export INBOX_TEST_DATABASE_URL="postgresql://postgres@127.0.0.1:$port/inbox_test"
+  export INBOX_TEST_PG_STOP="bash $root/scripts/cluster.sh stop $tmp"
+  export INBOX_TEST_PG_START="bash $root/scripts/cluster.sh start $tmp"
+  ctest --test-dir build --output-on-failure || failed+=(receiver)
+fi
+
+if [ ${#failed[@]} -gt 0 ]; then
+  echo "FAILED suites: ${failed[*]}" >&2
+  exit 1
+fi
+echo "all suites passed"
