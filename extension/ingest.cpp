@@ -18,6 +18,7 @@ constexpr int kMaxBatchEvents = 10000;
 //  - an event already processed (terminal) is answered 'duplicate' without a
 //    write: no row lock, no xid, no WAL flush for a duplicate storm;
 //  - one that is still open gets its payload refreshed ('updated').
+//  - rows are written in key order, so two batches never deadlock.
 // xmax = 0 on the returned row tells an insert from an update.
 KeptPlan upsert_plan = {R"SQL(
 WITH input AS (
@@ -36,6 +37,7 @@ WITH input AS (
       AND NOT EXISTS (SELECT 1 FROM inbox.events d
                       WHERE d.provider = i.provider AND d.external_id = i.external_id
                         AND d.processed_at IS NOT NULL)
+    ORDER BY i.provider, i.external_id
     ON CONFLICT ON CONSTRAINT events_provider_external_id_key DO UPDATE
        SET payload = EXCLUDED.payload, headers = EXCLUDED.headers,
            delivery_count = e.delivery_count + EXCLUDED.delivery_count,

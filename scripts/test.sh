@@ -35,11 +35,14 @@ psql -X -q -c "CREATE EXTENSION pgtap"
 pg_prove --ext .sql test/pgtap || failed+=(pgtap)
 
 echo "== isolation"
+# --use-existing creates no database: make one with the extension.
+psql -X -q -c "CREATE DATABASE inbox_isolation"
+psql -X -q -d inbox_isolation -c "CREATE EXTENSION pg_inbox"
 specs=$(cd test/isolation/specs && ls *.spec | sed 's/\.spec$//')
 # shellcheck disable=SC2086
 "$(pg_config --pkglibdir)/pgxs/src/test/isolation/pg_isolation_regress" \
   --use-existing --host=127.0.0.1 --port="$port" --user=postgres \
-  --dbname=inbox_isolation --load-extension=pg_inbox \
+  --dbname=inbox_isolation \
   --inputdir=test/isolation --outputdir="$tmp/isolation" $specs \
   || { cat "$tmp/isolation/regression.diffs" 2>/dev/null; failed+=(isolation); }
 
