@@ -13,7 +13,8 @@ constexpr int kMaxClaimRows = 10000;
 
 // SKIP LOCKED: concurrent workers take disjoint sets without waiting. ORDER BY
 // id is a preference (oldest first), not an ordering promise across workers.
-// Touches no indexed column, so a claim is a HOT update.
+// Touches no indexed column, so a claim is a HOT update. Planned per call:
+// with LIMIT $1 unknown a generic plan sorts the whole backlog.
 KeptPlan claim_plan = {R"SQL(
 WITH due AS (
     SELECT e.id FROM inbox.events e
@@ -38,7 +39,8 @@ RETURNING e.*
 )SQL",
                        3,
                        {INT4OID, INTERVALOID, TEXTOID},
-                       nullptr};
+                       nullptr,
+                       CURSOR_OPT_CUSTOM_PLAN};
 
 KeptPlan provider_exists_plan = {"SELECT 1 FROM inbox.providers WHERE name = $1", 1, {TEXTOID},
                                  nullptr};

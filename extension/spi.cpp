@@ -5,11 +5,8 @@ namespace pg_inbox {
 int execute_kept(KeptPlan &plan, Datum *values, const char *nulls, bool read_only,
                  long max_rows) {
   if (plan.plan == nullptr) {
-    // Generic plans: our statements are short and their best plan does not
-    // depend on the values, while re-planning a custom plan costs more than
-    // the statement itself (measured: ~330 us vs ~50 us per ingest).
     SPIPlanPtr prepared =
-        SPI_prepare_cursor(plan.sql, plan.nargs, plan.argtypes, CURSOR_OPT_GENERIC_PLAN);
+        SPI_prepare_cursor(plan.sql, plan.nargs, plan.argtypes, plan.cursor_options);
     if (prepared == nullptr)
       elog(ERROR, "pg_inbox: could not prepare statement: %s",
            SPI_result_code_string(SPI_result));
