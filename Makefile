@@ -39,3 +39,8 @@ test:
 	bash scripts/test.sh
 bench:
 	bash scripts/bench.sh
+
+.PHONY: stop
+stop:  # ends what `INBOX_RUN_DETACH=1 make run` left running
+	-@[ -f .local/receiver.pid ] && kill $$(cat .local/receiver.pid); rm -f .local/receiver.pid
+	-@[ -f .local/cluster-dir ] && bash scripts/cluster.sh stop $$(cat .local/cluster-dir)

@@ -12,13 +12,13 @@ if [ -f CMakeLists.txt ]; then
   cmake -S . -B build -DCMAKE_BUILD_TYPE=Release >/dev/null
   cmake --build build -j2
 fi
-sudo=""; [ "$(id -u)" -eq 0 ] || sudo="sudo"
-exec 9>/tmp/pg_inbox-test.lock
-flock 9
-$sudo make -s install >/dev/null
 
 tmp=$(mktemp -d /tmp/pg_inbox-bench.XXXXXX)
 chmod 755 "$tmp"
+# A private installation holding this checkout's build: no root, no sudo, and
+# no other checkout's `make install` can change it under the tests.
+export INBOX_PG_BINDIR
+INBOX_PG_BINDIR=$(bash scripts/pg-tree.sh "$tmp/install")
 port=$(bash scripts/cluster.sh free-port 55532)
 cleanup() { bash "$root/scripts/cluster.sh" stop "$tmp" || true; rm -rf "$tmp"; }
 trap cleanup EXIT

@@ -3,6 +3,8 @@
 # preloaded and the pg_inbox extension created in one database.
 #
 #   cluster.sh create DIR PORT DB   initdb, configure, start, create DB + extensions
+#                                   (server binaries from $INBOX_PG_BINDIR, default
+#                                   the system's; remembered for start and stop)
 #   cluster.sh start DIR            start an existing cluster
 #   cluster.sh stop DIR             fast shutdown (no-op when not running)
 #   cluster.sh free-port FROM       first port >= FROM nobody listens on
@@ -11,7 +13,9 @@
 # Auth is trust on loopback and the socket dir: a throwaway dev/test cluster only.
 set -euo pipefail
 
-bindir=$(pg_config --bindir)
+bindir_of() {  # the server binaries a cluster was created with
+  if [ -f "$1/bindir" ]; then cat "$1/bindir"; else echo "${INBOX_PG_BINDIR:-$(pg_config --bindir)}"; fi
+}
 
 as_server_user() {
   if [ "$(id -u)" -eq 0 ]; then runuser -u postgres -- "$@"; else "$@"; fi
@@ -30,6 +34,8 @@ case "$cmd" in
     dir=${2:?DIR}; port=${3:?PORT}; db=${4:?DB}
     mkdir -p "$dir"
     [ "$(id -u)" -eq 0 ] && chown postgres: "$dir"
+    bindir=${INBOX_PG_BINDIR:-$(pg_config --bindir)}
+    echo "$bindir" > "$dir/bindir"
     as_server_user "$bindir/initdb" -D "$dir/data" -U postgres --auth=trust \
       --encoding=UTF8 --locale=C.UTF-8 >"$dir/initdb.log"
     cat >>"$dir/data/postgresql.conf" <<CONF
@@ -53,12 +59,12 @@ CONF
 
   start)
     dir=${2:?DIR}
-    as_server_user "$bindir/pg_ctl" -D "$dir/data" -l "$dir/server.log" -w -t 60 start >/dev/null ;;
+    as_server_user "$(bindir_of "$dir")/pg_ctl" -D "$dir/data" -l "$dir/server.log" -w -t 60 start >/dev/null ;;
 
   stop)
     dir=${2:?DIR}
     [ -f "$dir/data/postmaster.pid" ] || exit 0
-    as_server_user "$bindir/pg_ctl" -D "$dir/data" -m fast -w -t 60 stop >/dev/null ;;
+    as_server_user "$(bindir_of "$dir")/pg_ctl" -D "$dir/data" -m fast -w -t 60 stop >/dev/null ;;
 
   *) echo "cluster.sh: unknown command $cmd" >&2; exit 2 ;;
 esac

@@ -17,9 +17,6 @@ if [ -f CMakeLists.txt ]; then
   cmake -S . -B build -DCMAKE_BUILD_TYPE=Release >/dev/null
   cmake --build build -j2
 fi
-sudo=""; [ "$(id -u)" -eq 0 ] || sudo="sudo"
-flock /tmp/pg_inbox-test.lock $sudo make -s install >/dev/null
-
 # Under the project folder, unless the server user cannot reach it (a
 # checkout in /root, say): then a fixed folder of this checkout's own.
 dir=$root/.local/pg
@@ -27,10 +24,15 @@ if [ "$(id -u)" -eq 0 ] && ! runuser -u postgres -- test -x "$root"; then
   dir=/var/tmp/pg_inbox-$(echo "$root" | md5sum | cut -c1-8)
 fi
 port=${INBOX_PGPORT:-54329}
+# The server runs from a private installation holding this build (no sudo,
+# nothing written outside the project): rebuilt each run, so restart.
+bash scripts/cluster.sh stop "$dir" 2>/dev/null || true
+mkdir -p "$dir"
+export INBOX_PG_BINDIR
+INBOX_PG_BINDIR=$(bash scripts/pg-tree.sh "$dir/install")
 if [ -f "$dir/data/postgresql.conf" ]; then
   port=$(sed -n 's/^port = \([0-9]*\)/\1/p' "$dir/data/postgresql.conf" | tail -1)
-  [ -f "$dir/data/postmaster.pid" ] || bash scripts/cluster.sh start "$dir"
-  psql -X -q -h 127.0.0.1 -p "$port" -U postgres -d inbox -c "ALTER EXTENSION pg_inbox UPDATE" 2>/dev/null || true
+  bash scripts/cluster.sh start "$dir"
 else
   port=$(bash scripts/cluster.sh free-port "$port")
   bash scripts/cluster.sh create "$dir" "$port" inbox
