@@ -1,6 +1,6 @@
 -- inbox.claim: leases due events with SKIP LOCKED.
 BEGIN;
-SELECT plan(19);
+SELECT plan(21);
 
 SELECT inbox.register_provider('stripe');
 SELECT inbox.register_provider('github');
@@ -44,6 +44,8 @@ SELECT is_empty($$ SELECT * FROM inbox.claim(5, '1 minute', 'github') $$, 'event
 SELECT throws_ok($$ SELECT * FROM inbox.claim(0) $$, '22023', 'max_rows must be between 1 and 10000, not 0');
 SELECT throws_ok($$ SELECT * FROM inbox.claim(-5) $$, '22023', 'max_rows must be between 1 and 10000, not -5');
 SELECT throws_ok($$ SELECT * FROM inbox.claim(1, '-1 minute') $$, '22023', 'lease must be positive');
+SELECT throws_ok($$ SELECT * FROM inbox.claim('ten') $$, '22P02', NULL, 'max_rows of the wrong type');
+SELECT throws_ok($$ SELECT * FROM inbox.claim(1, 'soon') $$, '22007', NULL, 'lease of the wrong type');
 SELECT throws_ok($$ SELECT * FROM inbox.claim(NULL) $$, '22004', 'max_rows must not be null');
 SELECT throws_ok($$ SELECT * FROM inbox.claim(1, NULL, '') $$, '22023', 'provider must not be empty');
 SELECT throws_ok($$ SELECT * FROM inbox.claim(1, NULL, 'nope') $$, '42704', 'unknown provider "nope"');

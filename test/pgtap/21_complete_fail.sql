@@ -1,6 +1,6 @@
 -- inbox.complete / inbox.fail: fenced by the lease token.
 BEGIN;
-SELECT plan(26);
+SELECT plan(27);
 
 SELECT inbox.register_provider('stripe', max_attempts => 3, backoff_base => '10 seconds',
                                backoff_max => '25 seconds');
@@ -51,6 +51,7 @@ SELECT row_eq($$ SELECT status, attempts, processed_at IS NOT NULL, length(last_
 SELECT is(inbox.ingest('stripe', 'e4', '{}'), 'duplicate', 'dead is terminal for ingest');
 
 -- Bad input
+SELECT throws_ok($$ SELECT inbox.complete(1, 'not-a-uuid') $$, '22P02', NULL, 'lease_token of the wrong type');
 SELECT throws_ok($$ SELECT inbox.complete(NULL, gen_random_uuid()) $$, '22004', 'id must not be null');
 SELECT throws_ok($$ SELECT inbox.complete(1, NULL) $$, '22004', 'lease_token must not be null');
 SELECT throws_ok($$ SELECT inbox.complete(-1, gen_random_uuid()) $$, 'P0002', 'event -1 does not exist');
