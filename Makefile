@@ -1,0 +1,46 @@
+# pg_inbox: PGXS build of the extension, and the project's entry points.
+#   make            build the extension (and the receiver, when present)
+#   make install    install the extension into the server's directories
+#   make run        private cluster + extension + pg_cron + receiver (scripts/run.sh)
+#   make test       every suite against a throwaway cluster (scripts/test.sh)
+#   make bench      benchmarks (scripts/bench.sh)
+
+EXTENSION = pg_inbox
+EXTVERSION = 0.1.0
+
+MODULE_big = pg_inbox
+OBJS = $(patsubst %.cpp,%.o,$(sort $(wildcard extension/*.cpp)))
+
+# The install script is assembled from sql/src/ in name order.
+DATA_built = sql/$(EXTENSION)--$(EXTVERSION).sql
+DATA = $(filter-out $(DATA_built),$(wildcard sql/$(EXTENSION)--*--*.sql))
+EXTRA_CLEAN = $(DATA_built)
+
+PG_CXXFLAGS = -std=c++17 -Wall -Wextra -Wno-register -Wno-missing-field-initializers \
+              -Wno-unused-parameter -fno-omit-frame-pointer
+SHLIB_LINK += -lstdc++
+
+PG_CONFIG ?= pg_config
+PGXS := $(shell $(PG_CONFIG) --pgxs)
+include $(PGXS)
+
+# The LLVM bitcode (JIT inlining) build runs clang on C++ without our flags.
+COMPILE.cxx.bc += $(PG_CXXFLAGS)
+
+$(DATA_built): $(sort $(wildcard sql/src/*.sql))
+	cat $^ > $@
+
+extension/*.o: $(wildcard extension/*.hpp)
+
+.PHONY: run test bench
+run:
+	bash scripts/run.sh
+test:
+	bash scripts/test.sh
+bench:
+	bash scripts/bench.sh
+
+.PHONY: stop
+stop:  # ends what `INBOX_RUN_DETACH=1 make run` left running
+	-@[ -f .local/receiver.pid ] && kill $$(cat .local/receiver.pid); rm -f .local/receiver.pid
+	-@[ -f .local/cluster-dir ] && bash scripts/cluster.sh stop $$(cat .local/cluster-dir)

@@ -1,0 +1,46 @@
+#!/usr/bin/env bash
+# Core benchmark: each pg_inbox workload beside its raw SQL equivalent, the
+# two alternating in one run (raw, pg_inbox, raw, pg_inbox) so machine noise
+# hits both; reports rows/s and the ratio. Needs PGHOST/PGPORT/PGUSER/PGDATABASE.
+set -euo pipefail
+cd "$(dirname "$0")"
+seconds=${BENCH_SECONDS:-8}
+clients=${BENCH_CLIENTS:-8}
+rounds=2
+
+psql -X -q -v ON_ERROR_STOP=1 -f setup.sql >/dev/null
+# Enough backlog that claim never runs dry: rounds * seconds * ~60k rows/s.
+psql -X -q -v ON_ERROR_STOP=1 -v backlog=$((rounds * seconds * 60000)) -f populate.sql >/dev/null
+
+tps() {  # script clients -> transactions per second
+  pgbench -n -c "$2" -j 2 -T "$seconds" -f "$1" 2>/dev/null |
+    sed -n 's/^tps = \([0-9.]*\).*/\1/p'
+}
+
+printf '%-34s %8s %12s %12s %7s\n' workload clients "raw rows/s" "inbox rows/s" ratio
+compare() {  # label script rows_per_tx clients
+  local raw=0 ours=0
+  for _ in $(seq $rounds); do
+    raw=$(echo "$raw + $(tps "raw_$2" "$4")" | bc -l)
+    ours=$(echo "$ours + $(tps "$2" "$4")" | bc -l)
+  done
+  raw=$(echo "$raw * $3 / $rounds" | bc -l)
+  ours=$(echo "$ours * $3 / $rounds" | bc -l)
+  printf '%-34s %8d %12.0f %12.0f %7.2f\n' "$1" "$4" "$raw" "$ours" "$(echo "$ours / $raw" | bc -l)"
+  eval "rate_$(basename "$2" .sql)_$4=$ours"
+}
+
+compare "ingest, 1 per transaction" ingest_one.sql 1 1
+compare "ingest, 1 per transaction" ingest_one.sql 1 "$clients"
+compare "ingest_batch, 100 per transaction" ingest_batch.sql 100 "$clients"
+compare "claim 100 + complete, 1 transaction" claim_complete.sql 100 "$clients"
+compare "duplicate storm (processed ids)" duplicate_storm.sql 1 1
+compare "duplicate storm (processed ids)" duplicate_storm.sql 1 "$clients"
+
+dup_n=rate_duplicate_storm_$clients ins_n=rate_ingest_one_$clients
+printf '\nduplicate storm vs first inserts (pg_inbox, same clients): 1 client %.2fx, %d clients %.2fx\n' \
+  "$(echo "$rate_duplicate_storm_1 / $rate_ingest_one_1" | bc -l)" "$clients" \
+  "$(echo "${!dup_n} / ${!ins_n}" | bc -l)"
+psql -X -At -c "SELECT format('HOT updates on inbox.events: %s of %s (%s%%)', n_tup_hot_upd, n_tup_upd,
+                  round(100.0 * n_tup_hot_upd / nullif(n_tup_upd, 0)))
+                FROM pg_stat_user_tables WHERE relid = 'inbox.events'::regclass"

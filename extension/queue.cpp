@@ -1,0 +1,244 @@
+// inbox.claim, inbox.complete, inbox.fail: leased processing, fenced by a
+// per-attempt lease token so a late worker can never finish a reclaimed event.
+#include <string>
+
+#include "boundary.hpp"
+#include "gucs.hpp"
+#include "spi.hpp"
+
+namespace pg_inbox {
+namespace {
+
+constexpr int kMaxClaimRows = 10000;
+
+// SKIP LOCKED: concurrent workers take disjoint sets without waiting. ORDER BY
+// id is a preference (oldest first), not an ordering promise across workers.
+// Touches no indexed column, so a claim is a HOT update. Planned per call:
+// with LIMIT $1 unknown a generic plan sorts the whole backlog.
+KeptPlan claim_plan = {R"SQL(
+WITH due AS (
+    SELECT e.id FROM inbox.events e
+    WHERE e.processed_at IS NULL
+      AND ($3::text IS NULL OR e.provider = $3)
+      AND ((e.status = 'pending' AND e.next_attempt_at <= now())
+        OR (e.status = 'processing' AND e.lease_expires_at <= now()
+            AND NOT EXISTS (SELECT 1 FROM inbox.providers p
+                            WHERE p.name = e.provider AND p.on_lease_expiry = 'hold')))
+    ORDER BY e.id
+    LIMIT $1
+    FOR UPDATE SKIP LOCKED
+)
+UPDATE inbox.events e
+   SET status = 'processing',
+       attempts = e.attempts + 1,
+       lease_token = inbox._lease_token(e.id, e.attempts + 1, e.first_received_at),
+       lease_expires_at = now() + $2
+  FROM due
+ WHERE e.id = due.id
+RETURNING e.*
+)SQL",
+                       3,
+                       {INT4OID, INTERVALOID, TEXTOID},
+                       nullptr,
+                       CURSOR_OPT_CUSTOM_PLAN};
+
+KeptPlan provider_exists_plan = {"SELECT 1 FROM inbox.providers WHERE name = $1", 1, {TEXTOID},
+                                 nullptr};
+
+// An expired but not yet reclaimed lease still completes: nobody else has it.
+KeptPlan complete_plan = {R"SQL(
+UPDATE inbox.events
+   SET status = 'done', processed_at = now(), lease_expires_at = NULL
+ WHERE id = $1 AND lease_token = $2 AND status = 'processing'
+RETURNING 1
+)SQL",
+                          2,
+                          {INT8OID, UUIDOID},
+                          nullptr};
+
+// Exponential backoff with equal jitter, capped; an explicit retry_after wins.
+KeptPlan fail_plan = {R"SQL(
+WITH policy AS (
+    SELECT coalesce(p.max_attempts, $5) AS max_attempts,
+           coalesce(p.backoff_base, $6) AS backoff_base,
+           coalesce(p.backoff_max, $7) AS backoff_max
+    FROM inbox.events ev LEFT JOIN inbox.providers p ON p.name = ev.provider
+    WHERE ev.id = $1
+)
+UPDATE inbox.events e
+   SET status = CASE WHEN e.attempts >= policy.max_attempts THEN 'dead' ELSE 'pending' END,
+       processed_at = CASE WHEN e.attempts >= policy.max_attempts THEN now() END,
+       next_attempt_at = now() + coalesce($4,
+           least(policy.backoff_max,
+                 policy.backoff_base * power(2, least(e.attempts - 1, 40)))
+           * (0.5 + random() / 2)),
+       lease_expires_at = NULL,
+       last_error = left($3, 4096)
+  FROM policy
+ WHERE e.id = $1 AND e.lease_token = $2 AND e.status = 'processing'
+RETURNING e.status = 'dead'
+)SQL",
+                      7,
+                      {INT8OID, UUIDOID, TEXTOID, INTERVALOID, INT4OID, INTERVALOID, INTERVALOID},
+                      nullptr};
+
+// Why complete/fail changed nothing: which tokens this event ever had.
+KeptPlan lease_state_plan = {R"SQL(
+SELECT e.status = 'done' AND e.lease_token = $2,
+       EXISTS (SELECT 1 FROM generate_series(1, e.attempts) AS k
+               WHERE inbox._lease_token(e.id, k, e.first_received_at) = $2)
+FROM inbox.events e WHERE e.id = $1
+)SQL",
+                             2,
+                             {INT8OID, UUIDOID},
+                             nullptr};
+
+enum class LeaseState { kMissingEvent, kNeverIssued, kLost, kAlreadyDone };
+
+// Call inside pg_call, SPI connected.
+LeaseState lease_state(Datum *args) {
+  execute_kept(lease_state_plan, args, nullptr, true, 1);
+  if (SPI_processed == 0) return LeaseState::kMissingEvent;
+  bool isnull;
+  bool already_done = DatumGetBool(result_value(0, 1, &isnull)) && !isnull;
+  bool issued = DatumGetBool(result_value(0, 2, &isnull));
+  if (already_done) return LeaseState::kAlreadyDone;
+  return issued ? LeaseState::kLost : LeaseState::kNeverIssued;
+}
+
+void throw_if_bad_lease(LeaseState state, int64 id) {
+  if (state == LeaseState::kMissingEvent)
+    throw InboxError(ERRCODE_NO_DATA_FOUND, "event " + std::to_string(id) + " does not exist");
+  if (state == LeaseState::kNeverIssued)
+    throw InboxError(ERRCODE_INVALID_PARAMETER_VALUE,
+                     "lease token was never issued for event " + std::to_string(id),
+                     "Pass the lease_token that inbox.claim() returned with the event.");
+}
+
+void require_arg(FunctionCallInfo fcinfo, int arg, const char *name) {
+  if (PG_ARGISNULL(arg))
+    throw InboxError(ERRCODE_NULL_VALUE_NOT_ALLOWED, std::string(name) + " must not be null");
+}
+
+}  // namespace
+}  // namespace pg_inbox
+
+using namespace pg_inbox;
+
+INBOX_SQL_FUNCTION(inbox_claim) {
+  require_arg(fcinfo, 0, "max_rows");
+  int32 max_rows = PG_GETARG_INT32(0);
+  if (max_rows < 1 || max_rows > kMaxClaimRows)
+    throw InboxError(ERRCODE_INVALID_PARAMETER_VALUE,
+                     "max_rows must be between 1 and " + std::to_string(kMaxClaimRows) +
+                         ", not " + std::to_string(max_rows));
+  int64 lease_usecs = static_cast<int64>(guc_default_lease_s) * USECS_PER_SEC;
+  if (!PG_ARGISNULL(1)) {
+    lease_usecs = interval_usecs(pg_call([&] { return PG_GETARG_INTERVAL_P(1); }));
+    if (lease_usecs <= 0)
+      throw InboxError(ERRCODE_INVALID_PARAMETER_VALUE, "lease must be positive");
+  }
+  const char *provider = nullptr;
+  if (!PG_ARGISNULL(2)) {
+    provider = pg_call([&] { return (const char *)text_to_cstring(PG_GETARG_TEXT_PP(2)); });
+    if (provider[0] == '\0')
+      throw InboxError(ERRCODE_INVALID_PARAMETER_VALUE, "provider must not be empty",
+                       "Pass NULL to claim from every provider.");
+  }
+
+  bool provider_known = pg_call([&] {
+    InitMaterializedSRF(fcinfo, 0);
+    SPI_connect();
+    if (provider == nullptr) return true;
+    Datum name = CStringGetTextDatum(provider);
+    execute_kept(provider_exists_plan, &name, nullptr, true, 1);
+    return SPI_processed == 1;
+  });
+  if (!provider_known)
+    throw InboxError(ERRCODE_UNDEFINED_OBJECT,
+                     std::string("unknown provider \"") + provider + "\"");
+
+  pg_call([&] {
+    Datum args[3] = {Int32GetDatum(max_rows), interval_from_usecs(lease_usecs),
+                     provider ? CStringGetTextDatum(provider) : (Datum)0};
+    char nulls[3] = {' ', ' ', provider ? ' ' : 'n'};
+    execute_kept(claim_plan, args, nulls, false, 0);
+
+    // RETURNING e.* skips dropped columns; the result type still has them.
+    auto *rsinfo = reinterpret_cast<ReturnSetInfo *>(fcinfo->resultinfo);
+    TupleDesc out = rsinfo->setDesc;
+    auto *values = static_cast<Datum *>(palloc(out->natts * sizeof(Datum)));
+    auto *isnull = static_cast<bool *>(palloc(out->natts * sizeof(bool)));
+    for (uint64 row = 0; row < SPI_processed; ++row) {
+      int column = 1;
+      for (int a = 0; a < out->natts; ++a) {
+        if (TupleDescAttr(out, a)->attisdropped) {
+          values[a] = (Datum)0;
+          isnull[a] = true;
+          continue;
+        }
+        values[a] = SPI_getbinval(SPI_tuptable->vals[row], SPI_tuptable->tupdesc, column++,
+                                  &isnull[a]);
+      }
+      tuplestore_putvalues(rsinfo->setResult, out, values, isnull);
+    }
+    SPI_finish();
+  });
+  return (Datum)0;
+}
+
+INBOX_SQL_FUNCTION(inbox_complete) {
+  require_arg(fcinfo, 0, "id");
+  require_arg(fcinfo, 1, "lease_token");
+  Datum args[2] = {PG_GETARG_DATUM(0), PG_GETARG_DATUM(1)};
+
+  LeaseState state = pg_call([&] {
+    SPI_connect();
+    execute_kept(complete_plan, args, nullptr, false, 0);
+    bool completed = SPI_processed == 1;
+    LeaseState s = completed ? LeaseState::kAlreadyDone : lease_state(args);
+    SPI_finish();
+    return s;
+  });
+  throw_if_bad_lease(state, PG_GETARG_INT64(0));
+  return BoolGetDatum(state == LeaseState::kAlreadyDone);
+}
+
+INBOX_SQL_FUNCTION(inbox_fail) {
+  require_arg(fcinfo, 0, "id");
+  require_arg(fcinfo, 1, "lease_token");
+  require_arg(fcinfo, 2, "error");
+  if (!PG_ARGISNULL(3) &&
+      interval_usecs(pg_call([&] { return PG_GETARG_INTERVAL_P(3); })) < 0)
+    throw InboxError(ERRCODE_INVALID_PARAMETER_VALUE, "retry_after must not be negative");
+
+  struct Outcome {
+    bool updated;
+    bool dead;
+    LeaseState state;
+  };
+  Outcome outcome = pg_call([&] {
+    Datum args[7] = {PG_GETARG_DATUM(0),
+                     PG_GETARG_DATUM(1),
+                     PG_GETARG_DATUM(2),
+                     PG_ARGISNULL(3) ? (Datum)0 : PG_GETARG_DATUM(3),
+                     Int32GetDatum(guc_max_attempts),
+                     interval_from_usecs(static_cast<int64>(guc_backoff_base_ms) * 1000),
+                     interval_from_usecs(static_cast<int64>(guc_backoff_max_s) * USECS_PER_SEC)};
+    char nulls[7] = {' ', ' ', ' ', PG_ARGISNULL(3) ? 'n' : ' ', ' ', ' ', ' '};
+    SPI_connect();
+    execute_kept(fail_plan, args, nulls, false, 0);
+    Outcome o{SPI_processed == 1, false, LeaseState::kLost};
+    bool isnull;
+    if (o.updated)
+      o.dead = DatumGetBool(result_value(0, 1, &isnull));
+    else
+      o.state = lease_state(args);
+    SPI_finish();
+    return o;
+  });
+  if (outcome.updated)
+    return pg_call([&] { return CStringGetTextDatum(outcome.dead ? "dead" : "retry"); });
+  throw_if_bad_lease(outcome.state, PG_GETARG_INT64(0));
+  return pg_call([] { return CStringGetTextDatum("lost"); });
+}

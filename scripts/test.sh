@@ -1,0 +1,59 @@
+#!/usr/bin/env bash
+# `make test`: builds everything, starts a throwaway cluster and runs every
+# suite against it: pgTAP (pg_prove), isolation specs (pg_isolation_regress),
+# receiver tests (ctest). Exits non-zero when any suite fails.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+root=$PWD
+
+bash scripts/deps.sh
+make -s
+if [ -f CMakeLists.txt ]; then
+  cmake -S . -B build -DCMAKE_BUILD_TYPE=Release >/dev/null
+  cmake --build build -j2
+fi
+
+
+tmp=$(mktemp -d /tmp/pg_inbox-test.XXXXXX)
+chmod 755 "$tmp"
+# A private installation holding this checkout's build: no root, no sudo, and
+# no other checkout's `make install` can change it under the tests.
+export INBOX_PG_BINDIR
+INBOX_PG_BINDIR=$(bash scripts/pg-tree.sh "$tmp/install")
+port=$(bash scripts/cluster.sh free-port 55432)
+cleanup() { bash "$root/scripts/cluster.sh" stop "$tmp" || true; rm -rf "$tmp"; }
+trap cleanup EXIT
+bash scripts/cluster.sh create "$tmp" "$port" inbox_test
+
+export PGHOST=127.0.0.1 PGPORT=$port PGUSER=postgres PGDATABASE=inbox_test
+failed=()
+
+echo "== pgTAP"
+psql -X -q -c "CREATE EXTENSION pgtap"
+pg_prove --ext .sql test/pgtap || failed+=(pgtap)
+
+echo "== isolation"
+# --use-existing creates no database: make one with the extension.
+psql -X -q -c "CREATE DATABASE inbox_isolation"
+psql -X -q -d inbox_isolation -c "CREATE EXTENSION pg_inbox"
+specs=$(cd test/isolation/specs && ls *.spec | sed 's/\.spec$//')
+# shellcheck disable=SC2086
+"$(pg_config --pkglibdir)/pgxs/src/test/isolation/pg_isolation_regress" \
+  --use-existing --host=127.0.0.1 --port="$port" --user=postgres \
+  --dbname=inbox_isolation \
+  --inputdir=test/isolation --outputdir="$tmp/isolation" $specs \
+  || { cat "$tmp/isolation/regression.diffs" 2>/dev/null; failed+=(isolation); }
+
+if [ -f build/CTestTestfile.cmake ]; then
+  echo "== receiver"
+  export INBOX_TEST_DATABASE_URL="postgresql://postgres@127.0.0.1:$port/inbox_test"
+  export INBOX_TEST_PG_STOP="bash $root/scripts/cluster.sh stop $tmp"
+  export INBOX_TEST_PG_START="bash $root/scripts/cluster.sh start $tmp"
+  ctest --test-dir build --output-on-failure || failed+=(receiver)
+fi
+
+if [ ${#failed[@]} -gt 0 ]; then
+  echo "FAILED suites: ${failed[*]}" >&2
+  exit 1
+fi
+echo "all suites passed"

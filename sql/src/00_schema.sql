@@ -1,0 +1,94 @@
+-- pg_inbox: webhooks in at least once, out exactly once.
+\echo Use "CREATE EXTENSION pg_inbox" to load this file. \quit
+
+-- Providers must be registered before their events are accepted: a typo in a
+-- receiver's config is an error, not a new stream nobody processes.
+CREATE TABLE inbox.providers (
+    name            text PRIMARY KEY CHECK (name ~ '^[a-z0-9_-]{1,63}$'),
+    max_attempts    int CHECK (max_attempts BETWEEN 1 AND 1000),
+    backoff_base    interval CHECK (backoff_base > interval '0'),
+    backoff_max     interval CHECK (backoff_max > interval '0'),
+    on_lease_expiry text NOT NULL DEFAULT 'reclaim' CHECK (on_lease_expiry IN ('reclaim', 'hold')),
+    created_at      timestamptz NOT NULL DEFAULT now()
+);
+COMMENT ON TABLE inbox.providers IS
+  'Webhook providers whose events inbox.ingest accepts; NULL settings fall back on pg_inbox.* GUCs';
+
+-- One row per event, identified by (provider, external_id). Fixed-width
+-- columns first, payload last (TOASTed when large, never rewritten by
+-- claim/complete/fail). The only partial index is on a column claim does not
+-- change, so claims are HOT updates; see README "Storage and vacuum".
+CREATE TABLE inbox.events (
+    id                bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    attempts          int NOT NULL DEFAULT 0,
+    delivery_count    int NOT NULL DEFAULT 1,
+    received_at       timestamptz NOT NULL DEFAULT now(),
+    first_received_at timestamptz NOT NULL DEFAULT now(),
+    next_attempt_at   timestamptz NOT NULL DEFAULT now(),
+    lease_expires_at  timestamptz,
+    processed_at      timestamptz,
+    lease_token       uuid,
+    status            text NOT NULL DEFAULT 'pending'
+                      CHECK (status IN ('pending', 'processing', 'done', 'dead')),
+    provider          text NOT NULL,
+    external_id       text NOT NULL,
+    source            text NOT NULL DEFAULT 'webhook',
+    last_error        text,
+    headers           jsonb,
+    payload           jsonb NOT NULL,
+    CONSTRAINT events_provider_external_id_key UNIQUE (provider, external_id),
+    -- processed_at marks the end of the event's life in the queue, done or dead.
+    CONSTRAINT events_terminal_has_processed_at
+      CHECK ((status IN ('done', 'dead')) = (processed_at IS NOT NULL))
+) WITH (
+    fillfactor = 80,
+    autovacuum_vacuum_scale_factor = 0.02,
+    autovacuum_vacuum_insert_scale_factor = 0.05,
+    autovacuum_analyze_scale_factor = 0.05,
+    autovacuum_vacuum_cost_delay = 1
+);
+
+-- Open events, oldest id first: what claim scans. Done and dead rows leave it.
+CREATE INDEX events_open_idx ON inbox.events (id) WHERE processed_at IS NULL;
+
+COMMENT ON COLUMN inbox.events.received_at IS 'last delivery that changed the row';
+COMMENT ON COLUMN inbox.events.delivery_count IS
+  'deliveries while the event was open; re-deliveries after processing are counted by the receiver, not here';
+COMMENT ON COLUMN inbox.events.next_attempt_at IS 'earliest claim of a pending event (backoff)';
+COMMENT ON COLUMN inbox.events.processed_at IS 'when the event became done or dead';
+
+-- Lease tokens are derived from (event, attempt), so complete/fail can tell a
+-- token that was superseded (false / 'lost') from one never issued (error).
+-- Epoch, not text, so DateStyle and TimeZone cannot change a token.
+CREATE FUNCTION inbox._lease_token(event_id bigint, attempt int, first_received_at timestamptz)
+RETURNS uuid LANGUAGE sql STABLE PARALLEL SAFE AS $$
+    SELECT md5(concat_ws(':', event_id, attempt, extract(epoch FROM first_received_at)))::uuid
+$$;
+
+-- Register or update a provider. NULL settings use the pg_inbox.* defaults.
+CREATE FUNCTION inbox.register_provider(
+    name text,
+    max_attempts int DEFAULT NULL,
+    backoff_base interval DEFAULT NULL,
+    backoff_max interval DEFAULT NULL,
+    on_lease_expiry text DEFAULT 'reclaim')
+RETURNS void LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
+BEGIN
+    IF name IS NULL OR name !~ '^[a-z0-9_-]{1,63}$' THEN
+        RAISE EXCEPTION 'invalid provider name %', coalesce(quote_literal(name), 'NULL')
+            USING ERRCODE = 'invalid_parameter_value',
+                  HINT = 'Use 1 to 63 characters from a-z, 0-9, "_" and "-".';
+    END IF;
+    IF on_lease_expiry IS NULL OR on_lease_expiry NOT IN ('reclaim', 'hold') THEN
+        RAISE EXCEPTION 'on_lease_expiry must be ''reclaim'' or ''hold'', not %',
+            coalesce(quote_literal(on_lease_expiry), 'NULL')
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    INSERT INTO inbox.providers AS p (name, max_attempts, backoff_base, backoff_max, on_lease_expiry)
+    VALUES (register_provider.name, register_provider.max_attempts, register_provider.backoff_base,
+            register_provider.backoff_max, register_provider.on_lease_expiry)
+    ON CONFLICT ON CONSTRAINT providers_pkey DO UPDATE
+       SET max_attempts = EXCLUDED.max_attempts, backoff_base = EXCLUDED.backoff_base,
+           backoff_max = EXCLUDED.backoff_max, on_lease_expiry = EXCLUDED.on_lease_expiry;
+END
+$$;

@@ -1,0 +1,25 @@
+-- Ingest: one atomic upsert keyed by (provider, external_id).
+
+CREATE FUNCTION inbox.ingest(
+    provider text,
+    external_id text,
+    payload jsonb,
+    headers jsonb DEFAULT NULL,
+    source text DEFAULT 'webhook')
+RETURNS text
+AS 'MODULE_PATHNAME', 'inbox_ingest'
+LANGUAGE C VOLATILE SECURITY DEFINER SET search_path = pg_catalog, pg_temp;
+COMMENT ON FUNCTION inbox.ingest(text, text, jsonb, jsonb, text) IS
+  'Store one delivery: inserted (first), updated (re-delivery, not yet processed), duplicate (already processed)';
+
+CREATE FUNCTION inbox.ingest_batch(
+    providers text[],
+    external_ids text[],
+    payloads jsonb[],
+    headers jsonb[] DEFAULT NULL,
+    source text DEFAULT 'webhook')
+RETURNS text[]
+AS 'MODULE_PATHNAME', 'inbox_ingest_batch'
+LANGUAGE C VOLATILE SECURITY DEFINER SET search_path = pg_catalog, pg_temp;
+COMMENT ON FUNCTION inbox.ingest_batch(text[], text[], jsonb[], jsonb[], text) IS
+  'Store many deliveries in one statement; one outcome per element, in input order';

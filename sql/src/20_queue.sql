@@ -1,0 +1,30 @@
+-- Processing: claim with a lease, then complete or fail, fenced by the lease token.
+
+CREATE FUNCTION inbox.claim(
+    max_rows int DEFAULT 50,
+    lease interval DEFAULT NULL,
+    provider text DEFAULT NULL)
+RETURNS SETOF inbox.events
+AS 'MODULE_PATHNAME', 'inbox_claim'
+LANGUAGE C VOLATILE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+ROWS 50;
+COMMENT ON FUNCTION inbox.claim(int, interval, text) IS
+  'Lease up to max_rows due events (oldest first, not ordered); lease NULL = pg_inbox.default_lease';
+
+CREATE FUNCTION inbox.complete(id bigint, lease_token uuid)
+RETURNS boolean
+AS 'MODULE_PATHNAME', 'inbox_complete'
+LANGUAGE C VOLATILE SECURITY DEFINER SET search_path = pg_catalog, pg_temp;
+COMMENT ON FUNCTION inbox.complete(bigint, uuid) IS
+  'Mark a leased event done; false when the lease was lost to another claim';
+
+CREATE FUNCTION inbox.fail(
+    id bigint,
+    lease_token uuid,
+    error text,
+    retry_after interval DEFAULT NULL)
+RETURNS text
+AS 'MODULE_PATHNAME', 'inbox_fail'
+LANGUAGE C VOLATILE SECURITY DEFINER SET search_path = pg_catalog, pg_temp;
+COMMENT ON FUNCTION inbox.fail(bigint, uuid, text, interval) IS
+  'Record a failed attempt: retry (with backoff), dead (attempts used up) or lost (lease lost)';

@@ -1,0 +1,32 @@
+-- Least privilege. Two group roles (NOLOGIN; grant them to login roles):
+--   inbox_receiver  may only ingest;
+--   inbox_worker    may only claim, complete and fail.
+-- Neither touches a table directly: every function they call is SECURITY
+-- DEFINER with a fixed search_path. Roles are cluster-wide, so they are
+-- created once and reused by every database that installs pg_inbox.
+DO $$
+BEGIN
+    IF NOT EXISTS (SELECT 1 FROM pg_catalog.pg_roles WHERE rolname = 'inbox_receiver') THEN
+        CREATE ROLE inbox_receiver NOLOGIN;
+    END IF;
+    IF NOT EXISTS (SELECT 1 FROM pg_catalog.pg_roles WHERE rolname = 'inbox_worker') THEN
+        CREATE ROLE inbox_worker NOLOGIN;
+    END IF;
+END
+$$;
+
+REVOKE ALL ON SCHEMA inbox FROM PUBLIC;
+REVOKE ALL ON ALL TABLES IN SCHEMA inbox FROM PUBLIC;
+REVOKE ALL ON ALL SEQUENCES IN SCHEMA inbox FROM PUBLIC;
+REVOKE ALL ON ALL FUNCTIONS IN SCHEMA inbox FROM PUBLIC;
+
+GRANT USAGE ON SCHEMA inbox TO inbox_receiver, inbox_worker;
+GRANT EXECUTE ON FUNCTION
+    inbox.ingest(text, text, jsonb, jsonb, text),
+    inbox.ingest_batch(text[], text[], jsonb[], jsonb[], text)
+  TO inbox_receiver;
+GRANT EXECUTE ON FUNCTION
+    inbox.claim(int, interval, text),
+    inbox.complete(bigint, uuid),
+    inbox.fail(bigint, uuid, text, interval)
+  TO inbox_worker;

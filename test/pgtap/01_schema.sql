@@ -1,0 +1,54 @@
+-- The installed shape: what users and the receiver rely on.
+BEGIN;
+SELECT plan(24);
+
+SELECT has_schema('inbox');
+SELECT has_table('inbox', 'events', 'events table');
+SELECT has_table('inbox', 'providers', 'providers table');
+SELECT columns_are('inbox', 'events', ARRAY[
+  'id', 'attempts', 'delivery_count', 'received_at', 'first_received_at', 'next_attempt_at',
+  'lease_expires_at', 'processed_at', 'lease_token', 'status', 'provider', 'external_id',
+  'source', 'last_error', 'headers', 'payload']);
+SELECT col_is_pk('inbox', 'events', 'id', 'id is the primary key');
+SELECT col_is_unique('inbox', 'events', ARRAY['provider', 'external_id'],
+  '(provider, external_id) is the identity of an event');
+SELECT col_type_is('inbox', 'events', 'payload', 'jsonb', 'payload is jsonb');
+SELECT col_type_is('inbox', 'events', 'lease_token', 'uuid', 'lease_token is uuid');
+
+-- Three indexes only: every index costs every non-HOT update.
+SELECT indexes_are('inbox', 'events',
+  ARRAY['events_pkey', 'events_provider_external_id_key', 'events_open_idx']);
+SELECT is((SELECT pg_get_expr(indpred, indrelid) FROM pg_index
+            WHERE indexrelid = 'inbox.events_open_idx'::regclass),
+          '(processed_at IS NULL)', 'claim index is partial on open events');
+SELECT ok((SELECT reloptions @> ARRAY['fillfactor=80'] FROM pg_class
+            WHERE oid = 'inbox.events'::regclass), 'events leaves room for HOT updates');
+
+SELECT has_function('inbox', 'ingest', ARRAY['text', 'text', 'jsonb', 'jsonb', 'text']);
+SELECT has_function('inbox', 'ingest_batch', ARRAY['text[]', 'text[]', 'jsonb[]', 'jsonb[]', 'text']);
+SELECT has_function('inbox', 'claim', ARRAY['integer', 'interval', 'text']);
+SELECT has_function('inbox', 'complete', ARRAY['bigint', 'uuid']);
+SELECT has_function('inbox', 'fail', ARRAY['bigint', 'uuid', 'text', 'interval']);
+SELECT function_returns('inbox', 'ingest', ARRAY['text', 'text', 'jsonb', 'jsonb', 'text'], 'text');
+SELECT function_returns('inbox', 'claim', ARRAY['integer', 'interval', 'text'], 'setof inbox.events');
+
+SELECT is_definer('inbox', 'ingest', ARRAY['text', 'text', 'jsonb', 'jsonb', 'text']);
+SELECT is_definer('inbox', 'claim', ARRAY['integer', 'interval', 'text']);
+SELECT is_definer('inbox', 'complete', ARRAY['bigint', 'uuid']);
+SELECT is_definer('inbox', 'fail', ARRAY['bigint', 'uuid', 'text', 'interval']);
+
+-- Every SECURITY DEFINER function pins its search_path.
+SELECT is_empty($$
+  SELECT p.oid::regprocedure FROM pg_proc p
+  WHERE p.pronamespace = 'inbox'::regnamespace AND p.prosecdef
+    AND NOT coalesce(p.proconfig @> ARRAY['search_path=pg_catalog, pg_temp'], false)
+$$, 'security definer functions have a fixed search_path');
+
+SELECT is((SELECT count(*)::int FROM pg_depend
+            WHERE refobjid = (SELECT oid FROM pg_extension WHERE extname = 'pg_inbox')
+              AND classid = 'pg_class'::regclass AND deptype = 'e'
+              AND objid IN ('inbox.events'::regclass, 'inbox.providers'::regclass)),
+          2, 'tables belong to the extension');
+
+SELECT * FROM finish();
+ROLLBACK;

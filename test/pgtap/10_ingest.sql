@@ -1,0 +1,68 @@
+-- inbox.ingest: one atomic upsert keyed by (provider, external_id).
+BEGIN;
+SELECT plan(26);
+
+SELECT inbox.register_provider('stripe');
+SELECT inbox.register_provider('github');
+
+SELECT is(inbox.ingest('stripe', 'evt_1', '{"v": 1}'), 'inserted', 'first delivery is inserted');
+SELECT is(inbox.ingest('stripe', 'evt_1', '{"v": 2}', '{"h": "x"}'), 'updated',
+  'a re-delivery of an open event is updated');
+SELECT row_eq($$ SELECT payload, headers, delivery_count, status, source
+                 FROM inbox.events WHERE provider = 'stripe' AND external_id = 'evt_1' $$,
+  ROW('{"v": 2}'::jsonb, '{"h": "x"}'::jsonb, 2, 'pending'::text, 'webhook'::text),
+  'the re-delivery refreshed payload and headers and counted the delivery');
+SELECT is(inbox.ingest('github', 'evt_1', '{}'), 'inserted',
+  'the same external id from another provider is another event');
+SELECT is(inbox.ingest('stripe', 'evt_b', '{}', NULL, 'backfill'), 'inserted', 'source can be set');
+SELECT is((SELECT source FROM inbox.events WHERE external_id = 'evt_b'), 'backfill', 'source is stored');
+
+-- A processed event is terminal: re-deliveries change nothing.
+UPDATE inbox.events SET status = 'done', processed_at = now() - interval '1 hour'
+ WHERE provider = 'stripe' AND external_id = 'evt_1';
+CREATE TEMP TABLE before_dup AS SELECT * FROM inbox.events WHERE external_id = 'evt_1' AND provider = 'stripe';
+SELECT is(inbox.ingest('stripe', 'evt_1', '{"v": 3}'), 'duplicate', 'a processed event is a duplicate');
+SELECT results_eq($$ SELECT * FROM inbox.events WHERE provider = 'stripe' AND external_id = 'evt_1' $$,
+                  $$ SELECT * FROM before_dup $$, 'a duplicate changes nothing in the row');
+
+-- Batches: one outcome per element, in order.
+SELECT is(inbox.ingest_batch(ARRAY['stripe', 'stripe', 'stripe', 'stripe'],
+                             ARRAY['b1', 'b2', 'b1', 'evt_1'],
+                             ARRAY['{"n": 1}', '{"n": 2}', '{"n": 3}', '{}']::jsonb[]),
+          ARRAY['inserted', 'inserted', 'updated', 'duplicate'],
+          'batch outcomes in input order; an id twice in a batch is inserted then updated');
+SELECT row_eq($$ SELECT payload, delivery_count FROM inbox.events WHERE external_id = 'b1' $$,
+              ROW('{"n": 3}'::jsonb, 2), 'the last copy in a batch wins and every copy is counted');
+SELECT is(inbox.ingest_batch(ARRAY['stripe', 'stripe'], ARRAY['b2', 'b9'],
+                             ARRAY['{}', '{}']::jsonb[], ARRAY['{"a": 1}', NULL]::jsonb[]),
+          ARRAY['updated', 'inserted'], 'batch with headers');
+SELECT is(inbox.ingest_batch('{}', '{}', '{}'), '{}'::text[], 'an empty batch is a no-op');
+
+-- Bad input: a clear error, nothing written.
+CREATE TEMP TABLE count_before AS SELECT count(*) AS n FROM inbox.events;
+SELECT throws_ok($$ SELECT inbox.ingest(NULL, 'x', '{}') $$, '22004', 'provider must not be null');
+SELECT throws_ok($$ SELECT inbox.ingest('', 'x', '{}') $$, '22023', 'provider must not be empty');
+SELECT throws_ok($$ SELECT inbox.ingest('nope', 'x', '{}') $$, '42704', 'unknown provider "nope"');
+SELECT throws_ok($$ SELECT inbox.ingest('stripe', NULL, '{}') $$, '22004', 'external_id must not be null');
+SELECT throws_ok($$ SELECT inbox.ingest('stripe', '', '{}') $$, '22023', 'external_id must not be empty');
+SELECT throws_ok($$ SELECT inbox.ingest('stripe', repeat('x', 256), '{}') $$, '22001',
+  'external_id is 256 bytes, over the limit of 255');
+SELECT throws_ok($$ SELECT inbox.ingest('stripe', 'x', NULL) $$, '22004', 'payload must not be null');
+SELECT throws_ok($$ SELECT inbox.ingest('stripe', 'x', 'not json') $$, '22P02', NULL,
+  'a payload that is not JSON is refused by the jsonb type');
+SELECT throws_ok($$ SELECT inbox.ingest('stripe', 'x', '{}', NULL, '') $$, '22023', 'source must not be empty');
+SET pg_inbox.max_payload_size = '1kB';
+SELECT throws_like($$ SELECT inbox.ingest('stripe', 'x', jsonb_build_object('big', repeat('x', 2000))) $$,
+  'payload is % bytes, over pg_inbox.max_payload_size (1 kB)', 'oversized payload');
+RESET pg_inbox.max_payload_size;
+SELECT throws_ok($$ SELECT inbox.ingest_batch(ARRAY['stripe'], ARRAY['a', 'b'], ARRAY['{}']::jsonb[]) $$,
+  '2202E', 'providers, external_ids, payloads and headers must have the same length');
+SELECT throws_ok($$ SELECT inbox.ingest_batch(ARRAY['stripe', 'nope'], ARRAY['ok1', 'ok2'], ARRAY['{}', '{}']::jsonb[]) $$,
+  '42704', 'unknown provider "nope"');
+SELECT throws_ok($$ SELECT inbox.ingest_batch(ARRAY['stripe', 'stripe'], ARRAY['ok1', NULL], ARRAY['{}', '{}']::jsonb[]) $$,
+  '22004', 'external_id must not be null');
+SELECT is((SELECT count(*) FROM inbox.events), (SELECT n FROM count_before),
+  'no bad call wrote a row, not even the good events of a bad batch');
+
+SELECT * FROM finish();
+ROLLBACK;
