@@ -74,7 +74,7 @@ TEST_P(SchemeHttpTest, FirstDeliveryRedeliveryAndDuplicate) {
   EXPECT_EQ(r.body, R"({"status":"accepted"})");
   EXPECT_EQ(db_->count("t_" + scheme, id), 1);
   // After processing: a duplicate is still a success (never 409).
-  db_->exec("UPDATE inbox.events SET status = 'done' WHERE provider = 't_" + scheme +
+  db_->exec("UPDATE inbox.events SET status = 'done', processed_at = now() WHERE provider = 't_" + scheme +
             "' AND external_id = " + db_->quote(id));
   r = deliver(scheme, id);
   EXPECT_EQ(r.status, 200);
