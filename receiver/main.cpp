@@ -118,7 +118,7 @@ std::string read_body(const std::string& path) {
 }
 
 int cmd_sign(const Args& args) {
-  Flags f = parse_flags(args, {"config", "provider", "body", "id", "url", "format", "timestamp"}, {});
+  Flags f = parse_flags(args, {"config", "provider", "body", "id", "url", "format", "timestamp", "count"}, {});
   inbox::Config config = config_from(f);
   inbox::SignOptions o;
   o.provider = f.get("provider");
@@ -127,7 +127,10 @@ int cmd_sign(const Args& args) {
   o.id = f.get("id");
   o.url = f.get("url", o.url);
   o.format = f.get("format", o.format);
-  if (o.format != "curl" && o.format != "headers") throw inbox::ConfigError("--format is curl or headers");
+  if (o.format != "curl" && o.format != "headers" && o.format != "tsv")
+    throw inbox::ConfigError("--format is curl, headers or tsv");
+  if (f.has("count")) o.count = std::stol(f.get("count"));
+  if (o.count > 1 && o.format != "tsv") throw inbox::ConfigError("--count needs --format tsv");
   if (f.has("timestamp")) o.now = std::stoll(f.get("timestamp"));
   std::cout << inbox::sign_delivery(config, o);
   return 0;
@@ -151,7 +154,7 @@ const Command kCommands[] = {
     {"check-config", "check-config --config FILE", cmd_check_config},
     {"sign",
      "sign --config FILE --provider NAME [--body FILE|-] [--id ID] [--url URL] "
-     "[--format curl|headers] [--timestamp UNIX]",
+     "[--format curl|headers|tsv] [--count N] [--timestamp UNIX]",
      cmd_sign},
     {"backfill", "backfill --config FILE   (not built yet)", cmd_backfill},
 };

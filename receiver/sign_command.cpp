@@ -49,17 +49,33 @@ std::string body_with_id_at(const std::string& pointer, const std::string& id) {
   return json;
 }
 
+// body<TAB>name<TAB>value... per line: what bench/receiver/events.lua reads.
+static void append_tsv(std::string& out, const SignedRequest& r) {
+  out += r.body;
+  for (const auto& [k, v] : r.headers) out += "\t" + k + "\t" + v;
+  out += "\n";
+}
+
 std::string sign_delivery(const Config& config, const SignOptions& o) {
   const ProviderConfig* pc = config.find_provider(o.provider);
   if (!pc) throw ConfigError("no provider named \"" + o.provider + "\" in the config");
   auto provider = make_provider(*pc);
-  std::string id = o.id.empty() ? random_id() : o.id;
-  std::string body = o.body;
-  if (body.empty())
-    body = pc->id_json_pointer.empty() ? "{\"type\":\"inbox.test\",\"id\":" + json_quote(id) + "}"
-                                       : body_with_id_at(pc->id_json_pointer, id);
   std::int64_t now = o.now ? o.now : static_cast<std::int64_t>(std::time(nullptr));
-  SignedRequest r = provider->sign(body, id, now);
+  auto signed_for = [&](const std::string& id) {
+    std::string body = o.body;
+    if (body.empty())
+      body = pc->id_json_pointer.empty() ? "{\"type\":\"inbox.test\",\"id\":" + json_quote(id) + "}"
+                                         : body_with_id_at(pc->id_json_pointer, id);
+    return provider->sign(body, id, now);
+  };
+  std::string id = o.id.empty() ? random_id() : o.id;
+  if (o.format == "tsv") {
+    std::string out;
+    if (o.count <= 1) append_tsv(out, signed_for(id));
+    for (long i = 1; o.count > 1 && i <= o.count; ++i) append_tsv(out, signed_for(id + "-" + std::to_string(i)));
+    return out;
+  }
+  SignedRequest r = signed_for(id);
   std::string out;
   if (o.format == "headers") {
     for (const auto& [k, v] : r.headers) out += k + ": " + v + "\n";

@@ -13,7 +13,8 @@ struct SignOptions {
   std::string body;      // empty: a small JSON event carrying `id`
   std::string id;        // empty: a random evt_... id
   std::string url = "http://127.0.0.1:8080";
-  std::string format = "curl";  // curl | headers
+  std::string format = "curl";  // curl | headers | tsv (one delivery per line, for load tests)
+  long count = 1;               // > 1: ids are <id>-1 .. <id>-N
   std::int64_t now = 0;         // 0: the current time
 };
 
