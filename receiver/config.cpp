@@ -56,7 +56,7 @@ const toml::table* get_table(const toml::table& t, const char* key) {
 }
 
 // A secret is either an inline string or { env = "NAME" }.
-void read_secrets(const toml::table& t, const std::string& where, ProviderConfig& p) {
+void read_secrets(const toml::table& t, const std::string& where, ProviderConfig& p, EnvPolicy env) {
   const toml::node* n = t.get("secrets");
   if (!n) throw ConfigError(where + ": \"secrets\" is required (a list)");
   const toml::array* arr = n->as_array();
@@ -73,8 +73,10 @@ void read_secrets(const toml::table& t, const std::string& where, ProviderConfig
       std::string var = get_string(*st, "env", w);
       if (var.empty()) throw ConfigError(w + ": { env = \"NAME\" } expected");
       const char* value = std::getenv(var.c_str());
-      if (!value || !*value)
+      if (!value || !*value) {
+        if (env == EnvPolicy::lenient) continue;
         throw ConfigError(w + ": environment variable " + var + " is not set or empty");
+      }
       p.secrets.push_back(value);
       p.secret_names.push_back("env " + var);
     } else {
@@ -94,7 +96,7 @@ void apply_scheme_defaults(ProviderConfig& p) {
   else if (p.scheme == "standard") p.id_header = "webhook-id";
 }
 
-ProviderConfig read_provider(const toml::table& t, int index) {
+ProviderConfig read_provider(const toml::table& t, int index, EnvPolicy env) {
   std::string where = "provider #" + std::to_string(index);
   reject_unknown_keys(t,
                       {"name", "scheme", "secrets", "id_header", "id_json_pointer",
@@ -111,7 +113,7 @@ ProviderConfig read_provider(const toml::table& t, int index) {
   if (!schemes.count(p.scheme))
     throw ConfigError(where + ": \"scheme\" must be one of github, stripe, shopify, slack, "
                               "standard, hmac");
-  read_secrets(t, where, p);
+  read_secrets(t, where, p, env);
   p.id_header = get_string(t, "id_header", where);
   p.id_json_pointer = get_string(t, "id_json_pointer", where);
   if (!p.id_header.empty() && !p.id_json_pointer.empty())
@@ -157,7 +159,7 @@ const ProviderConfig* Config::find_provider(const std::string& name) const {
   return nullptr;
 }
 
-Config parse_config(const std::string& toml_text, const std::string& source_name) {
+Config parse_config(const std::string& toml_text, const std::string& source_name, EnvPolicy env) {
   toml::table root;
   try {
     root = toml::parse(toml_text, source_name);
@@ -175,7 +177,19 @@ Config parse_config(const std::string& toml_text, const std::string& source_name
   c.listen = get_string(root, "listen", "top level", c.listen);
   if (c.listen.rfind(':') == std::string::npos)
     throw ConfigError("\"listen\" must be host:port, e.g. \"127.0.0.1:8080\"");
-  c.database_url = get_string(root, "database_url", "top level");
+  // database_url = "postgresql://..." or { env = "NAME" } (keeps passwords out of the file).
+  if (const toml::table* dt = root.get("database_url") ? root.get("database_url")->as_table() : nullptr) {
+    reject_unknown_keys(*dt, {"env"}, "database_url");
+    std::string var = get_string(*dt, "env", "database_url");
+    const char* value = var.empty() ? nullptr : std::getenv(var.c_str());
+    if ((!value || !*value) && env == EnvPolicy::lenient) value = "";
+    if (!value || (!*value && env == EnvPolicy::require))
+      throw ConfigError("database_url: environment variable " + (var.empty() ? "(none)" : var) +
+                        " is not set or empty");
+    c.database_url = value;
+  } else {
+    c.database_url = get_string(root, "database_url", "top level");
+  }
   c.max_body_bytes = static_cast<std::size_t>(
       get_int(root, "max_body_bytes", "top level", static_cast<int>(c.max_body_bytes), 1,
               64 << 20));
@@ -220,7 +234,7 @@ Config parse_config(const std::string& toml_text, const std::string& source_name
       ++index;
       const toml::table* pt = pn.as_table();
       if (!pt) throw ConfigError("providers are [[provider]] tables");
-      ProviderConfig p = read_provider(*pt, index);
+      ProviderConfig p = read_provider(*pt, index, env);
       if (c.find_provider(p.name)) throw ConfigError("provider \"" + p.name + "\" is listed twice");
       c.providers.push_back(std::move(p));
     }
@@ -229,12 +243,12 @@ Config parse_config(const std::string& toml_text, const std::string& source_name
   return c;
 }
 
-Config load_config(const std::string& path) {
+Config load_config(const std::string& path, EnvPolicy env) {
   std::ifstream in(path, std::ios::binary);
   if (!in) throw ConfigError("cannot read " + path);
   std::ostringstream text;
   text << in.rdbuf();
-  return parse_config(text.str(), path);
+  return parse_config(text.str(), path, env);
 }
 
 }  // namespace inbox

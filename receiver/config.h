@@ -58,9 +58,16 @@ struct Config {
   const ProviderConfig* find_provider(const std::string& name) const;
 };
 
+// How to treat { env = "NAME" } values whose variable is unset.
+enum class EnvPolicy {
+  require,  // an error (serve, check-config)
+  lenient,  // left out / empty (sign: needs only the one provider's secret)
+};
+
 // Parses and validates; throws ConfigError naming the key at fault.
-Config parse_config(const std::string& toml_text, const std::string& source_name = "config");
-Config load_config(const std::string& path);
+Config parse_config(const std::string& toml_text, const std::string& source_name = "config",
+                    EnvPolicy env = EnvPolicy::require);
+Config load_config(const std::string& path, EnvPolicy env = EnvPolicy::require);
 
 bool valid_provider_name(const std::string& name);
 

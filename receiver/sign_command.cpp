@@ -59,6 +59,8 @@ static void append_tsv(std::string& out, const SignedRequest& r) {
 std::string sign_delivery(const Config& config, const SignOptions& o) {
   const ProviderConfig* pc = config.find_provider(o.provider);
   if (!pc) throw ConfigError("no provider named \"" + o.provider + "\" in the config");
+  if (pc->secrets.empty())
+    throw ConfigError("provider \"" + o.provider + "\": none of its secrets' environment variables is set");
   auto provider = make_provider(*pc);
   std::int64_t now = o.now ? o.now : static_cast<std::int64_t>(std::time(nullptr));
   auto signed_for = [&](const std::string& id) {

@@ -7,14 +7,14 @@
 #   INBOX_BENCH_DATABASE_URL=postgresql://postgres@127.0.0.1:PORT/db bench/receiver/run.sh
 #
 # Needs: the pg_inbox extension in that database, wrk, build/inbox-receiver.
-# Knobs: BENCH_SECONDS (10), BENCH_CONNECTIONS ("1 8 32"), BENCH_POOL (8).
+# Knobs: BENCH_SECONDS (10), BENCH_CONNECTIONS ("1 8 32"), BENCH_POOL (4).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 root=$PWD
 : "${INBOX_BENCH_DATABASE_URL:?set INBOX_BENCH_DATABASE_URL to a superuser URL of a database with pg_inbox}"
 seconds=${BENCH_SECONDS:-10}
 connections=${BENCH_CONNECTIONS:-"1 8 32"}
-pool=${BENCH_POOL:-8}
+pool=${BENCH_POOL:-4}
 bin=$root/build/inbox-receiver
 [ -x "$bin" ] || { echo "build/inbox-receiver missing: cmake -S . -B build && cmake --build build" >&2; exit 1; }
 command -v wrk >/dev/null || { echo "wrk missing (apt-get install wrk)" >&2; exit 1; }

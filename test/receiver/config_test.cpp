@@ -82,6 +82,15 @@ TEST(Config, ErrorsNameTheProblem) {
   EXPECT_NE(error_of("").find("no [[provider]]"), std::string::npos);
 }
 
+TEST(Config, DatabaseUrlFromEnvironment) {
+  const std::string providers = "[[provider]]\nname = \"gh\"\nscheme = \"github\"\nsecrets = [\"x\"]\n";
+  setenv("INBOX_TEST_DB_URL", "postgresql://u@h/d", 1);
+  EXPECT_EQ(parse_config("database_url = { env = \"INBOX_TEST_DB_URL\" }\n" + providers).database_url,
+            "postgresql://u@h/d");
+  EXPECT_NE(error_of("database_url = { env = \"INBOX_TEST_UNSET_VAR\" }\n" + providers).find("INBOX_TEST_UNSET_VAR"),
+            std::string::npos);
+}
+
 TEST(Config, StandardSecretMustBeWhsecBase64) {
   Config c = parse_config("[[provider]]\nname = \"sw\"\nscheme = \"standard\"\nsecrets = [\"whsec_***\"]\n");
   EXPECT_THROW(make_provider(c.providers[0]), ConfigError);
@@ -94,7 +103,7 @@ TEST(Config, ExamplesParse) {
   if (!fs::exists(dir)) GTEST_SKIP() << "no examples/";
   for (const char* v : {"GITHUB_WEBHOOK_SECRET", "GITHUB_WEBHOOK_SECRET_NEXT", "STRIPE_WEBHOOK_SECRET",
                         "SHOPIFY_API_SECRET", "SLACK_SIGNING_SECRET", "SVIX_WEBHOOK_SECRET",
-                        "ACME_WEBHOOK_SECRET"})
+                        "ACME_WEBHOOK_SECRET", "INBOX_DATABASE_URL"})
     setenv(v, "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw", 1);
   int n = 0;
   for (const auto& entry : fs::directory_iterator(dir)) {
