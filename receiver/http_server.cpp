@@ -33,6 +33,26 @@ void refuse(httplib::Response& res, int status, const std::string& outcome, cons
   answer(res, status, "{\"error\":" + json_quote(why) + "}");
 }
 
+// The body of a refused request is never read, so its bytes must not be
+// parsed as the next request on this connection (a proxy that pools
+// connections would then hand one client's answer to another).
+// cpp-httplib 0.11.4 ignores "Connection: close" set by a handler, but it
+// does close the connection when a content provider reports failure: write
+// the whole answer, then report failure.
+void close_after_answer(httplib::Response& res) {
+  std::string body = res.body;
+  std::string type = res.get_header_value("Content-Type");
+  res.body.clear();
+  res.headers.erase("Content-Type");  // set again by set_content_provider
+  res.set_header("Connection", "close");
+  res.set_content_provider(
+      body.size(), type.c_str(),
+      [body](size_t offset, size_t length, httplib::DataSink& sink) {
+        sink.write(body.data() + offset, length);
+        return false;  // all written; "failure" makes cpp-httplib close the socket
+      });
+}
+
 std::string lower_trim(std::string s) {
   size_t b = s.find_first_not_of(" \t"), e = s.find_last_not_of(" \t");
   s = b == std::string::npos ? "" : s.substr(b, e - b + 1);
@@ -113,7 +133,7 @@ void Receiver::install_routes() {
     res.set_content(metrics_.render(), "text/plain; version=0.0.4");
   });
   server_.set_error_handler([](const httplib::Request&, httplib::Response& res) {
-    if (!res.body.empty()) return;
+    if (!res.body.empty() || res.content_length_ > 0) return;  // already answered
     if (t_ctx.outcome.empty()) t_ctx.outcome = res.status == 404 ? "not_found" : "error";
     answer(res, res.status, res.status == 404 ? "{\"error\":\"not found\"}" : "{\"error\":\"refused\"}");
   });
@@ -130,7 +150,7 @@ httplib::Server::HandlerResponse Receiver::pre_route(const httplib::Request& req
   t_ctx.start = Clock::now();
   auto refuse_and_close = [&](int status, const std::string& why) {
     refuse(res, status, "refused_body", why);
-    res.set_header("Connection", "close");  // the unread body must not become the next request
+    close_after_answer(res);
     return httplib::Server::HandlerResponse::Handled;
   };
   if (req.has_header("Transfer-Encoding"))

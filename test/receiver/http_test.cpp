@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <chrono>
 #include <thread>
 #include <vector>
 
@@ -166,6 +167,23 @@ TEST_F(HttpTest, RefusedBodiesLeaveNoRow) {
   HttpResult hr = post(port_, "/webhooks/t_github", huge);
   EXPECT_TRUE(hr.status == 413 || hr.status == 0) << hr.status;
   EXPECT_EQ(db_->count("t_github", huge_id), 0);
+}
+
+// A refused body is never read; its bytes must not be taken for the next
+// request on the connection (request smuggling / proxy desync).
+TEST_F(HttpTest, RefusedBodyIsNotParsedAsTheNextRequest) {
+  const std::string smuggled = "GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n";
+  for (const std::string& framing : {std::string("Transfer-Encoding: chunked\r\n"),
+                                     std::string("Content-Encoding: gzip\r\nContent-Length: 36\r\n"),
+                                     std::string("Content-Length: 5000000\r\n")}) {
+    std::string req = "POST /webhooks/t_github HTTP/1.1\r\nHost: x\r\n" + framing + "\r\n" + smuggled;
+    auto t0 = std::chrono::steady_clock::now();
+    std::vector<int> statuses = raw_statuses(port_, req);
+    ASSERT_EQ(statuses.size(), 1u) << framing;  // no second answer for the smuggled GET
+    EXPECT_NE(statuses[0], 200) << framing;
+    // The server closed the connection (raw_statuses would wait 3 s otherwise).
+    EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(2)) << framing;
+  }
 }
 
 // The standard-webhooks vector through HTTP with the receiver's clock pinned.

@@ -217,6 +217,33 @@ int raw_status(int port, const std::string& bytes) {
   return std::stoi(answer.substr(9, 3));
 }
 
+std::vector<int> raw_statuses(int port, const std::string& bytes) {
+  std::vector<int> out;
+  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(static_cast<uint16_t>(port));
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  if (::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) {
+    ::close(fd);
+    return out;
+  }
+  timeval tv{3, 0};
+  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+  ::send(fd, bytes.data(), bytes.size(), MSG_NOSIGNAL);
+  std::string answer;
+  char buf[4096];
+  for (;;) {
+    ssize_t n = ::recv(fd, buf, sizeof buf, 0);
+    if (n <= 0) break;  // closed, reset or timed out
+    answer.append(buf, static_cast<size_t>(n));
+  }
+  ::close(fd);
+  for (size_t at = answer.find("HTTP/1.1 "); at != std::string::npos; at = answer.find("HTTP/1.1 ", at + 1))
+    out.push_back(std::stoi(answer.substr(at + 9, 3)));
+  return out;
+}
+
 std::string signature_header(const std::string& scheme) {
   if (scheme == "github") return "X-Hub-Signature-256";
   if (scheme == "stripe") return "Stripe-Signature";

@@ -10,6 +10,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "config.h"
 #include "providers/provider.h"
@@ -76,6 +77,10 @@ HttpResult post(int port, const std::string& path, const SignedRequest& r);
 HttpResult get(int port, const std::string& path);
 // Sends raw bytes and returns the status of the first answer (0 if none).
 int raw_status(int port, const std::string& bytes);
+
+// Sends raw bytes, reads until the server closes (or 3 s pass) and returns
+// the status of every answer found.
+std::vector<int> raw_statuses(int port, const std::string& bytes);
 
 // Header name that carries the signature for a scheme (to drop it in tests).
 std::string signature_header(const std::string& scheme);
