@@ -42,7 +42,7 @@ struct Config {
   int listen_backlog = 1024;
 
   // [database]
-  int pool_size = 4;  // connections, one flusher thread each
+  int pool_size = 2;  // connections, one flusher thread each (few: bigger batches)
   int connect_timeout_s = 3;
   int statement_timeout_ms = 3000;
   int deadline_ms = 5000;  // not committed by then: answer 503

@@ -97,21 +97,26 @@ void GroupCommit::flusher_loop() {
       std::unique_lock<std::mutex> lock(mu_);
       work_cv_.wait(lock, [&] { return stopping_ || (!queue_.empty() && !gathering_); });
       if (queue_.empty()) return;  // stopping, and nothing left to commit
-      // Gather: wait for more events while requests are on their way, at
-      // most max_wait after the oldest one, at most max_events.
+      // Gather: at most max_wait after the oldest event, at most max_events,
+      // and only while more are likely: requests are on their way, or another
+      // transaction is committing (its requests come back as new deliveries).
+      // Alone and idle, an event is committed at once.
       gathering_ = true;
       auto until = queue_.front()->enqueued + options_.max_wait;
-      while (!stopping_ && queue_.size() < options_.max_events && arriving_.load() > 0 &&
-             Clock::now() < until)
+      while (!stopping_ && queue_.size() < options_.max_events &&
+             (arriving_.load() > 0 || committing_ > 0) && Clock::now() < until)
         gather_cv_.wait_until(lock, until);
       std::size_t n = std::min(queue_.size(), options_.max_events);
       batch.assign(std::make_move_iterator(queue_.begin()),
                    std::make_move_iterator(queue_.begin() + static_cast<long>(n)));
       queue_.erase(queue_.begin(), queue_.begin() + static_cast<long>(n));
       gathering_ = false;
+      ++committing_;
       if (!queue_.empty()) work_cv_.notify_one();
     }
     run_batch(batch);
+    std::lock_guard<std::mutex> lock(mu_);
+    --committing_;
   }
 }
 

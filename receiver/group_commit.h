@@ -84,6 +84,7 @@ class GroupCommit {
   std::condition_variable gather_cv_;  // the one flusher inside its gather window
   std::deque<SlotPtr> queue_;
   bool gathering_ = false;
+  int committing_ = 0;  // flushers inside a transaction right now
   bool stopping_ = false;
   std::atomic<int> arriving_{0};
   std::vector<std::thread> flushers_;

@@ -1,5 +1,6 @@
 #include "http_server.h"
 
+#include <cctype>
 #include <chrono>
 #include <ctime>
 

@@ -7,14 +7,18 @@
 #   INBOX_BENCH_DATABASE_URL=postgresql://postgres@127.0.0.1:PORT/db bench/receiver/run.sh
 #
 # Needs: the pg_inbox extension in that database, wrk, build/inbox-receiver.
-# Knobs: BENCH_SECONDS (10), BENCH_CONNECTIONS ("1 8 32"), BENCH_POOL (4).
+# Knobs: BENCH_SECONDS (10), BENCH_CONNECTIONS ("1 8 32"), and the database
+# pool per mode, each at the size that served it best in trial runs here:
+# BENCH_POOL_ON (2: group commit wants few, big transactions) and
+# BENCH_POOL_OFF (8: one transaction per request wants more connections).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 root=$PWD
 : "${INBOX_BENCH_DATABASE_URL:?set INBOX_BENCH_DATABASE_URL to a superuser URL of a database with pg_inbox}"
 seconds=${BENCH_SECONDS:-10}
 connections=${BENCH_CONNECTIONS:-"1 8 32"}
-pool=${BENCH_POOL:-4}
+pool_on=${BENCH_POOL_ON:-2}
+pool_off=${BENCH_POOL_OFF:-8}
 bin=$root/build/inbox-receiver
 [ -x "$bin" ] || { echo "build/inbox-receiver missing: cmake -S . -B build && cmake --build build" >&2; exit 1; }
 command -v wrk >/dev/null || { echo "wrk missing (apt-get install wrk)" >&2; exit 1; }
@@ -49,7 +53,7 @@ database_url = "$receiver_url"
 [http]
 threads = 64
 [database]
-pool_size = $pool
+pool_size = $([ "$1" = true ] && echo "$pool_on" || echo "$pool_off")
 [batching]
 enabled = $1
 max_events = 64
@@ -97,7 +101,7 @@ run_wrk() {  # $1 = connections, $2 = seconds
 
 declare -A rps p50 p99
 acked=0
-echo "receiver benchmark: ${seconds}s per run, pool_size=$pool, $(nproc) cores, loopback"
+echo "receiver benchmark: ${seconds}s per run, pool_size on=$pool_on off=$pool_off, $(nproc) cores, loopback"
 printf "%-10s %5s %12s %9s %9s %8s\n" mode conns "events/s" "p50 ms" "p99 ms" non-2xx
 # Warm-up (not reported): a fresh cluster first pays for new WAL segments and
 # cold caches, which would otherwise land on whichever run comes first.
