@@ -116,7 +116,8 @@ void GroupCommit::flusher_loop() {
     }
     run_batch(batch);
     std::lock_guard<std::mutex> lock(mu_);
-    --committing_;
+    // The last transaction ended and nobody is arriving: stop gathering.
+    if (--committing_ == 0 && gathering_ && arriving_.load() == 0) gather_cv_.notify_one();
   }
 }
 
