@@ -196,7 +196,7 @@ Config parse_config(const std::string& toml_text, const std::string& source_name
 
   if (const toml::table* h = get_table(root, "http")) {
     reject_unknown_keys(*h, {"threads", "read_timeout_ms", "write_timeout_ms",
-                             "keep_alive_timeout_s", "keep_alive_max_requests", "backlog"},
+                             "keep_alive_timeout_s", "keep_alive_max_requests", "backlog", "max_queued"},
                         "[http]");
     c.http_threads = get_int(*h, "threads", "[http]", c.http_threads, 2, 4096);
     c.read_timeout_ms = get_int(*h, "read_timeout_ms", "[http]", c.read_timeout_ms, 10, 600000);
@@ -206,6 +206,7 @@ Config parse_config(const std::string& toml_text, const std::string& source_name
     c.keep_alive_max_requests =
         get_int(*h, "keep_alive_max_requests", "[http]", c.keep_alive_max_requests, 1, 1000000);
     c.listen_backlog = get_int(*h, "backlog", "[http]", c.listen_backlog, 1, 65535);
+    c.http_max_queued = get_int(*h, "max_queued", "[http]", c.http_max_queued, 1, 100000);
   }
   if (const toml::table* d = get_table(root, "database")) {
     reject_unknown_keys(*d, {"pool_size", "connect_timeout_s", "statement_timeout_ms",

@@ -40,6 +40,7 @@ struct Config {
   int keep_alive_timeout_s = 5;
   int keep_alive_max_requests = 1000;
   int listen_backlog = 1024;
+  int http_max_queued = 64;  // accepted connections waiting for a thread; then the accept loop waits
 
   // [database]
   int pool_size = 2;  // connections, one flusher thread each (few: bigger batches)

@@ -6,6 +6,7 @@
 
 #include "json_util.h"
 #include "log.h"
+#include "thread_pool.h"
 
 namespace inbox {
 namespace {
@@ -102,9 +103,11 @@ Receiver::Receiver(Config config, UnixClock clock)
 Receiver::~Receiver() { stop(); }
 
 void Receiver::install_routes() {
-  const int threads = config_.http_threads;
-  // A fixed number of worker threads; a keep-alive connection holds one.
-  server_.new_task_queue = [threads] { return new httplib::ThreadPool(static_cast<size_t>(threads)); };
+  const auto threads = static_cast<std::size_t>(config_.http_threads);
+  const auto queued = static_cast<std::size_t>(config_.http_max_queued);
+  // A fixed number of worker threads (a keep-alive connection holds one) and
+  // a bounded queue of accepted connections waiting for a thread.
+  server_.new_task_queue = [threads, queued] { return new BoundedThreadPool(threads, queued); };
   // Off by default in cpp-httplib: costs ~40 ms per keep-alive request.
   server_.set_tcp_nodelay(true);
   // cpp-httplib 0.11.4 listens with a backlog of 5: a burst of new

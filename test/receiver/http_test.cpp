@@ -65,9 +65,9 @@ TEST_P(SchemeHttpTest, FirstDeliveryRedeliveryAndDuplicate) {
   EXPECT_EQ(db_->count("t_" + scheme, id), 1);
   // The stored payload is the body; headers are kept, without credentials.
   EXPECT_EQ(*db_->scalar("SELECT payload = " + db_->quote(body_for(scheme, id)) +
-                         "::jsonb FROM inbox.events WHERE external_id = " + db_->quote(id)),
+                         "::jsonb FROM inbox.events WHERE provider = 't_" + scheme + "' AND external_id = " + db_->quote(id)),
             "t");
-  EXPECT_TRUE(db_->scalar("SELECT headers ->> 'content-type' FROM inbox.events WHERE external_id = " +
+  EXPECT_TRUE(db_->scalar("SELECT headers ->> 'content-type' FROM inbox.events WHERE provider = 't_" + scheme + "' AND external_id = " +
                           db_->quote(id)));
   // Redelivery before processing: still accepted, still one row.
   r = deliver(scheme, id);
@@ -266,7 +266,7 @@ TEST_F(HttpTest, SlackFormAndHandshake) {
                            ->sign("command=%2Fdeploy&text=%22prod%22+now&trigger_id=" + trigger, "", unix_now());
   HttpResult res = post(port_, "/webhooks/t_slack", form);
   ASSERT_EQ(res.status, 200) << res.body;
-  EXPECT_EQ(*db_->scalar("SELECT payload ->> 'text' FROM inbox.events WHERE external_id = " + db_->quote(trigger)),
+  EXPECT_EQ(*db_->scalar("SELECT payload ->> 'text' FROM inbox.events WHERE provider = 't_slack' AND external_id = " + db_->quote(trigger)),
             "\"prod\" now");
   SignedRequest hello = signer("slack", kNewSecret)
                             ->sign(R"({"type":"url_verification","challenge":"abc123","token":"x"})", "", unix_now());
