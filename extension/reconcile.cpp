@@ -1,0 +1,384 @@
+// inbox.reconcile: one bounded pass over the queue. It never waits: the pass
+// lock is a try-lock and every row it changes is taken with SKIP LOCKED, so
+// ingest and workers never queue behind it. Each category is capped per pass;
+// "more": true says the caller may run another pass at once.
+#include <string>
+
+#include "boundary.hpp"
+#include "reconcile_locks.hpp"
+#include "spi.hpp"
+
+extern "C" {
+#include "access/xact.h"
+#include "utils/lsyscache.h"
+}
+
+namespace pg_inbox {
+namespace {
+
+constexpr int64 kBatchRows = 1000;       // per category, per pass
+constexpr int64 kVerifyRows = 1000;      // done events verified per provider, per pass
+constexpr int kMaxReopens = 3;           // verify mismatches before reconcile stops reopening
+constexpr int kMaxTriggerBytes = 63;
+
+KeptPlan try_lock_plan = {"SELECT pg_try_advisory_xact_lock($1, $2)", 2, {INT4OID, INT4OID},
+                          nullptr};
+
+KeptPlan insert_run_plan = {R"SQL(
+INSERT INTO inbox.reconcile_runs (trigger, started_at, skipped, counts)
+VALUES ($1, clock_timestamp(), $2, CASE WHEN $2 THEN '{"skipped":"busy"}'::jsonb ELSE '{}' END)
+RETURNING id
+)SQL",
+                            2,
+                            {TEXTOID, BOOLOID},
+                            nullptr};
+
+KeptPlan finish_run_plan = {R"SQL(
+UPDATE inbox.reconcile_runs SET finished_at = clock_timestamp(), counts = $2::jsonb
+ WHERE id = $1
+RETURNING counts || jsonb_build_object('elapsed_ms',
+                       round(extract(epoch FROM finished_at - started_at) * 1000, 1))
+)SQL",
+                            2,
+                            {INT8OID, TEXTOID},
+                            nullptr};
+
+// Open events only: the partial index events_open_idx keeps this to the
+// open set, however large the table.
+KeptPlan stuck_plan = {R"SQL(
+SELECT count(*),
+       count(*) FILTER (WHERE e.status = 'processing' AND e.lease_expires_at <= now()
+                          AND p.on_lease_expiry = 'hold'),
+       min(e.first_received_at)::text
+FROM inbox.events e JOIN inbox.providers p ON p.name = e.provider
+WHERE e.processed_at IS NULL
+  AND (e.first_received_at < now() - coalesce(p.stuck_after, interval '1 hour')
+       OR (e.status = 'processing' AND e.lease_expires_at <= now()
+           AND p.on_lease_expiry = 'hold'))
+)SQL",
+                       0,
+                       {},
+                       nullptr};
+
+// Expired leases of 'reclaim' providers go back to pending at once; the old
+// token stays on the row, so the late worker's complete/fail says 'lost'.
+KeptPlan reclaim_plan = {R"SQL(
+WITH expired AS (
+    SELECT e.id FROM inbox.events e
+    WHERE e.processed_at IS NULL AND e.status = 'processing' AND e.lease_expires_at <= now()
+      AND EXISTS (SELECT 1 FROM inbox.providers p
+                  WHERE p.name = e.provider AND p.on_lease_expiry = 'reclaim')
+    ORDER BY e.id LIMIT $2
+    FOR UPDATE SKIP LOCKED
+), history AS (
+    INSERT INTO inbox.event_history (event_id, run_id, reason, status, attempts, lease_token,
+                                     lease_expires_at, processed_at, last_error)
+    SELECT e.id, $1, 'lease_reclaimed', e.status, e.attempts, e.lease_token,
+           e.lease_expires_at, e.processed_at, e.last_error
+    FROM inbox.events e JOIN expired USING (id)
+), reclaimed AS (
+    UPDATE inbox.events e
+       SET status = 'pending', next_attempt_at = now(), lease_expires_at = NULL
+      FROM expired WHERE e.id = expired.id
+    RETURNING 1
+)
+SELECT count(*) FROM reclaimed
+)SQL",
+                         2,
+                         {INT8OID, INT8OID},
+                         nullptr};
+
+// Held leases are reported, recorded once per attempt, and left alone.
+KeptPlan record_held_plan = {R"SQL(
+INSERT INTO inbox.event_history (event_id, run_id, reason, status, attempts, lease_token,
+                                 lease_expires_at, processed_at, last_error)
+SELECT e.id, $1, 'lease_held', e.status, e.attempts, e.lease_token, e.lease_expires_at,
+       e.processed_at, e.last_error
+FROM inbox.events e JOIN inbox.providers p ON p.name = e.provider
+WHERE e.processed_at IS NULL AND e.status = 'processing' AND e.lease_expires_at <= now()
+  AND p.on_lease_expiry = 'hold'
+  AND NOT EXISTS (SELECT 1 FROM inbox.event_history h
+                  WHERE h.event_id = e.id AND h.reason = 'lease_held' AND h.attempts = e.attempts)
+LIMIT $2
+)SQL",
+                             2,
+                             {INT8OID, INT8OID},
+                             nullptr};
+
+// Providers with a verify function; a dropped function shows as missing.
+KeptPlan verifiers_plan = {R"SQL(
+SELECT p.name, p.verify_function::oid, pr.oid IS NULL, coalesce(s.verify_cursor, 0)
+FROM inbox.providers p
+LEFT JOIN pg_catalog.pg_proc pr ON pr.oid = p.verify_function
+LEFT JOIN inbox.reconcile_state s ON s.provider = p.name
+WHERE p.verify_function IS NOT NULL
+ORDER BY p.name
+)SQL",
+                           0,
+                           {},
+                           nullptr};
+
+KeptPlan verify_batch_plan = {R"SQL(
+SELECT e.id, e FROM inbox.events e
+WHERE e.provider = $1 AND e.status = 'done' AND e.id > $2
+ORDER BY e.id LIMIT $3
+)SQL",
+                              3,
+                              {TEXTOID, INT8OID, INT8OID},
+                              nullptr};
+
+KeptPlan save_cursor_plan = {R"SQL(
+INSERT INTO inbox.reconcile_state (provider, verify_cursor) VALUES ($1, $2)
+ON CONFLICT (provider) DO UPDATE SET verify_cursor = EXCLUDED.verify_cursor
+)SQL",
+                             2,
+                             {TEXTOID, INT8OID},
+                             nullptr};
+
+// A mismatch becomes a new attempt: the done row is copied into history
+// (payload included) and reopened as pending. After kMaxReopens mismatches
+// the event stays done and is reported instead of looping forever.
+KeptPlan reopen_plan = {R"SQL(
+WITH target AS (
+    SELECT e.id FROM inbox.events e
+    WHERE e.id = ANY($1) AND e.status = 'done'
+      AND (SELECT count(*) FROM inbox.event_history h
+           WHERE h.event_id = e.id AND h.reason = 'verify_mismatch') < $3
+    FOR UPDATE SKIP LOCKED
+), history AS (
+    INSERT INTO inbox.event_history (event_id, run_id, reason, status, attempts, lease_token,
+                                     lease_expires_at, processed_at, last_error, payload)
+    SELECT e.id, $2, 'verify_mismatch', e.status, e.attempts, e.lease_token,
+           e.lease_expires_at, e.processed_at, e.last_error, e.payload
+    FROM inbox.events e JOIN target USING (id)
+), reopened AS (
+    UPDATE inbox.events e
+       SET status = 'pending', processed_at = NULL, next_attempt_at = now(),
+           lease_expires_at = NULL,
+           last_error = 'reopened by inbox.reconcile: the verify function reported a mismatch'
+      FROM target WHERE e.id = target.id
+    RETURNING 1
+)
+SELECT count(*) FROM reopened
+)SQL",
+                        3,
+                        {INT8ARRAYOID, INT8OID, INT4OID},
+                        nullptr};
+
+// The one full read of the pass: terminal rows have no index of their own
+// (one would cost every claim its HOT update).
+KeptPlan dead_plan = {R"SQL(
+SELECT count(*) FILTER (WHERE e.status = 'dead'),
+       count(*) FILTER (WHERE e.status = 'dead' AND e.processed_at >
+           coalesce((SELECT max(r.started_at) FROM inbox.reconcile_runs r
+                     WHERE NOT r.skipped AND r.id <> $1), '-infinity'))
+FROM inbox.events e
+)SQL",
+                      1,
+                      {INT8OID},
+                      nullptr};
+
+struct Counts {
+  int64 stuck = 0;
+  int64 leases_reclaimed = 0;
+  int64 leases_held = 0;
+  int64 held_recorded = 0;
+  int64 verified = 0;
+  int64 mismatches = 0;
+  int64 reopened = 0;
+  int64 verify_null = 0;
+  int64 verify_missing = 0;
+  int64 dead = 0;
+  int64 dead_new = 0;
+  bool more = false;
+  char oldest_stuck[64] = {0};
+};
+
+int64 count_of(uint64 row, int column) {
+  bool isnull;
+  Datum value = SPI_getbinval(SPI_tuptable->vals[row], SPI_tuptable->tupdesc, column, &isnull);
+  return isnull ? 0 : DatumGetInt64(value);
+}
+
+// Runs one provider's verify sweep. Call inside pg_call, SPI connected.
+// Calls the user's function through fmgr so its NULL answer is seen as such.
+void verify_provider(Datum provider, Oid function, int64 cursor, int64 run_id, Counts *counts) {
+  Datum args[3] = {provider, Int64GetDatum(cursor), Int64GetDatum(kVerifyRows)};
+  execute_kept(verify_batch_plan, args, nullptr, false, 0);
+  SPITupleTable *rows = SPI_tuptable;
+  uint64 processed = SPI_processed;
+
+  FmgrInfo flinfo;
+  fmgr_info(function, &flinfo);
+  auto *mismatched = static_cast<Datum *>(palloc(sizeof(Datum) * (processed + 1)));
+  int nmismatched = 0;
+  int64 last_id = cursor;
+  for (uint64 i = 0; i < processed; ++i) {
+    bool isnull;
+    int64 id = DatumGetInt64(SPI_getbinval(rows->vals[i], rows->tupdesc, 1, &isnull));
+    Datum row = SPI_getbinval(rows->vals[i], rows->tupdesc, 2, &isnull);
+    LOCAL_FCINFO(call, 1);
+    InitFunctionCallInfoData(*call, &flinfo, 1, InvalidOid, nullptr, nullptr);
+    call->args[0].value = row;
+    call->args[0].isnull = false;
+    Datum ok = FunctionCallInvoke(call);
+    counts->verified++;
+    if (call->isnull)
+      counts->verify_null++;
+    else if (!DatumGetBool(ok))
+      mismatched[nmismatched++] = Int64GetDatum(id);
+    last_id = id;
+  }
+  // A short batch means the sweep reached the end: start over next pass.
+  if (static_cast<int64>(processed) < kVerifyRows)
+    last_id = 0;
+  else
+    counts->more = true;
+  Datum save[2] = {provider, Int64GetDatum(last_id)};
+  execute_kept(save_cursor_plan, save, nullptr, false, 0);
+
+  counts->mismatches += nmismatched;
+  if (nmismatched > 0) {
+    Datum reopen[3] = {
+        PointerGetDatum(construct_array(mismatched, nmismatched, INT8OID, 8, true, TYPALIGN_DOUBLE)),
+        Int64GetDatum(run_id), Int32GetDatum(kMaxReopens)};
+    execute_kept(reopen_plan, reopen, nullptr, false, 0);
+    counts->reopened += count_of(0, 1);
+  }
+}
+
+// The pass itself. Call inside pg_call, SPI connected.
+void run_pass(int64 run_id, Counts *counts) {
+  Datum batch[2] = {Int64GetDatum(run_id), Int64GetDatum(kBatchRows)};
+
+  execute_kept(reclaim_plan, batch, nullptr, false, 0);
+  counts->leases_reclaimed = count_of(0, 1);
+  if (counts->leases_reclaimed >= kBatchRows) counts->more = true;
+
+  execute_kept(record_held_plan, batch, nullptr, false, 0);
+  counts->held_recorded = static_cast<int64>(SPI_processed);
+
+  execute_kept(stuck_plan, nullptr, nullptr, false, 0);
+  counts->stuck = count_of(0, 1);
+  counts->leases_held = count_of(0, 2);
+  bool isnull;
+  Datum oldest = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 3, &isnull);
+  if (!isnull) strlcpy(counts->oldest_stuck, TextDatumGetCString(oldest), sizeof(counts->oldest_stuck));
+
+  execute_kept(verifiers_plan, nullptr, nullptr, false, 0);
+  SPITupleTable *verifiers = SPI_tuptable;
+  uint64 nverifiers = SPI_processed;
+  for (uint64 i = 0; i < nverifiers; ++i) {
+    Datum name = SPI_getbinval(verifiers->vals[i], verifiers->tupdesc, 1, &isnull);
+    Oid function = DatumGetObjectId(SPI_getbinval(verifiers->vals[i], verifiers->tupdesc, 2, &isnull));
+    bool missing = DatumGetBool(SPI_getbinval(verifiers->vals[i], verifiers->tupdesc, 3, &isnull));
+    int64 cursor = DatumGetInt64(SPI_getbinval(verifiers->vals[i], verifiers->tupdesc, 4, &isnull));
+    if (missing) {
+      counts->verify_missing++;
+      continue;
+    }
+    verify_provider(name, function, cursor, run_id, counts);
+  }
+
+  Datum run = Int64GetDatum(run_id);
+  execute_kept(dead_plan, &run, nullptr, false, 0);
+  counts->dead = count_of(0, 1);
+  counts->dead_new = count_of(0, 2);
+}
+
+std::string counts_json(const std::string &trigger, int64 run_id, const Counts &c) {
+  auto field = [](const char *name, int64 value) {
+    return std::string("\"") + name + "\": " + std::to_string(value) + ", ";
+  };
+  std::string json = "{\"run_id\": " + std::to_string(run_id) + ", ";
+  json += "\"trigger\": \"" + trigger + "\", ";  // checked: [a-z0-9_:-] only
+  json += field("stuck", c.stuck);
+  json += field("leases_reclaimed", c.leases_reclaimed);
+  json += field("leases_held", c.leases_held);
+  json += field("held_recorded", c.held_recorded);
+  json += field("verified", c.verified);
+  json += field("mismatches", c.mismatches);
+  json += field("reopened", c.reopened);
+  json += field("verify_gave_up", c.mismatches - c.reopened);
+  json += field("verify_null", c.verify_null);
+  json += field("verify_missing", c.verify_missing);
+  json += field("dead", c.dead);
+  json += field("dead_new", c.dead_new);
+  json += "\"oldest_stuck\": ";
+  json += c.oldest_stuck[0] ? "\"" + std::string(c.oldest_stuck) + "\"" : std::string("null");
+  json += ", \"more\": ";
+  json += c.more ? "true" : "false";
+  json += "}";
+  return json;
+}
+
+// Trigger names are short identifiers: they label runs and go into JSON as is.
+void check_trigger(const std::string &trigger) {
+  if (trigger.empty())
+    throw InboxError(ERRCODE_INVALID_PARAMETER_VALUE, "trigger must not be empty");
+  if (trigger.size() > kMaxTriggerBytes)
+    throw InboxError(ERRCODE_INVALID_PARAMETER_VALUE,
+                     "trigger is " + std::to_string(trigger.size()) + " bytes, over the limit of " +
+                         std::to_string(kMaxTriggerBytes));
+  for (char ch : trigger) {
+    bool ok = (ch >= 'a' && ch <= 'z') || (ch >= '0' && ch <= '9') || ch == '_' || ch == '-' ||
+              ch == ':';
+    if (!ok)
+      throw InboxError(ERRCODE_INVALID_PARAMETER_VALUE, "invalid trigger \"" + trigger + "\"",
+                       "Use a-z, 0-9, \"_\", \"-\" and \":\" (for example 'manual', 'schedule').");
+  }
+}
+
+}  // namespace
+}  // namespace pg_inbox
+
+using namespace pg_inbox;
+
+INBOX_SQL_FUNCTION(inbox_reconcile) {
+  if (PG_ARGISNULL(0))
+    throw InboxError(ERRCODE_NULL_VALUE_NOT_ALLOWED, "trigger must not be null");
+  std::string trigger = pg_call([&] { return (const char *)text_to_cstring(PG_GETARG_TEXT_PP(0)); });
+  check_trigger(trigger);
+
+  struct Start {
+    bool got_lock;
+    int64 run_id;
+  };
+  // Transaction-scoped lock: released by commit or abort, never leaked by an
+  // error half-way through the pass.
+  Start start = pg_call([&] {
+    SPI_connect();
+    Datum key[2] = {Int32GetDatum(kLockClassReconcile), Int32GetDatum(kLockReconcilePass)};
+    execute_kept(try_lock_plan, key, nullptr, false, 0);
+    bool isnull;
+    Start s{};
+    s.got_lock = DatumGetBool(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
+    Datum run[2] = {CStringGetTextDatum(trigger.c_str()), BoolGetDatum(!s.got_lock)};
+    execute_kept(insert_run_plan, run, nullptr, false, 0);
+    s.run_id = count_of(0, 1);
+    SPI_finish();
+    return s;
+  });
+  if (!start.got_lock) {
+    std::string json = "{\"skipped\": \"busy\", \"run_id\": " + std::to_string(start.run_id) +
+                       ", \"trigger\": \"" + trigger + "\"}";
+    return pg_call([&] { return DirectFunctionCall1(jsonb_in, CStringGetDatum(json.c_str())); });
+  }
+
+  Counts counts;
+  pg_call([&] {
+    SPI_connect();
+    run_pass(start.run_id, &counts);
+    SPI_finish();
+  });
+  std::string json = counts_json(trigger, start.run_id, counts);
+  return pg_call([&] {
+    SPI_connect();
+    Datum args[2] = {Int64GetDatum(start.run_id), CStringGetTextDatum(json.c_str())};
+    execute_kept(finish_run_plan, args, nullptr, false, 0);
+    bool isnull;
+    Datum result = result_value(0, 1, &isnull);
+    SPI_finish();
+    return result;
+  });
+}
