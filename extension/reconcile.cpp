@@ -166,12 +166,14 @@ SELECT count(*) FROM reopened
                         nullptr};
 
 // The one full read of the pass: terminal rows have no index of their own
-// (one would cost every claim its HOT update).
+// (one would cost every claim its HOT update). Compared with the count of
+// the previous pass, not with timestamps: a fail() that committed late would
+// slip between two passes' clocks.
 KeptPlan dead_plan = {R"SQL(
 SELECT count(*) FILTER (WHERE e.status = 'dead'),
-       count(*) FILTER (WHERE e.status = 'dead' AND e.processed_at >
-           coalesce((SELECT max(r.started_at) FROM inbox.reconcile_runs r
-                     WHERE NOT r.skipped AND r.id <> $1), '-infinity'))
+       coalesce((SELECT (r.counts ->> 'dead')::bigint FROM inbox.reconcile_runs r
+                 WHERE NOT r.skipped AND r.id <> $1 AND r.counts ? 'dead'
+                 ORDER BY r.id DESC LIMIT 1), 0)
 FROM inbox.events e
 )SQL",
                       1,
@@ -283,7 +285,9 @@ void run_pass(int64 run_id, Counts *counts) {
   Datum run = Int64GetDatum(run_id);
   execute_kept(dead_plan, &run, nullptr, false, 0);
   counts->dead = count_of(0, 1);
-  counts->dead_new = count_of(0, 2);
+  // Dead is terminal: the growth since the previous pass is what is new.
+  int64 previous = count_of(0, 2);
+  counts->dead_new = counts->dead > previous ? counts->dead - previous : 0;
 }
 
 std::string counts_json(const std::string &trigger, int64 run_id, const Counts &c) {
