@@ -22,7 +22,9 @@ using gaps::Block;
 using gaps::Pattern;
 using gaps::Step;
 
-constexpr long kChunkRows = 10000;        // index keys fetched per statement
+constexpr long kChunkRows = 10000;        // most index keys fetched per statement
+constexpr long kFirstChunkRows = 128;     // after a jump: the run may end at once
+constexpr int kSeekAfter = 64;            // longer ids read through before jumping
 constexpr int kInsertBatch = 10000;       // gaps inserted per statement
 constexpr int64 kMaxListedWindowDays = 31;
 constexpr int64 kPromoteRows = 10000;     // gaps turned into requests per scan
@@ -235,12 +237,14 @@ void mark_present(KeptPlan &first, KeptPlan &next, Datum provider, const Pattern
     gaps::format_id(pattern, block.hi, block.length, upper);
     bool after_lower = false;  // continue after `lower` rather than at it
     bool block_done = false;
+    long chunk = kFirstChunkRows;
     while (!block_done) {
       Datum args[4] = {provider, CStringGetTextDatum(lower), CStringGetTextDatum(upper),
-                       Int64GetDatum(kChunkRows)};
+                       Int64GetDatum(chunk)};
       execute_kept(after_lower ? next : first, args, nullptr, false, 0);
       uint64 rows = SPI_processed;
       bool seeked = false;
+      int longer_run = 0;  // consecutive longer ids: a short run is cheaper to read than to jump
       const char *last = nullptr;
       size_t last_len = 0;
       for (uint64 i = 0; i < rows && !block_done && !seeked; ++i) {
@@ -254,18 +258,23 @@ void mark_present(KeptPlan &first, KeptPlan &next, Datum provider, const Pattern
         if (step == Step::kDone) {
           block_done = true;
         } else if (step == Step::kSeek) {
+          if (++longer_run < kSeekAfter) continue;
           gaps::format_id(pattern, seek_to, block.length, lower);
           after_lower = false;
           seeked = true;
+          chunk = kFirstChunkRows;
+        } else {
+          longer_run = 0;
         }
       }
       if (block_done || seeked) {
         SPI_freetuptable(SPI_tuptable);
         continue;
       }
-      if (rows < static_cast<uint64>(kChunkRows)) {
+      if (rows < static_cast<uint64>(chunk)) {
         block_done = true;
       } else {
+        chunk = chunk * 8 > kChunkRows ? kChunkRows : chunk * 8;
         if (last_len >= sizeof(lower)) last_len = sizeof(lower) - 1;  // ids are <= 255 bytes
         memcpy(lower, last, last_len);
         lower[last_len] = '\0';

@@ -192,7 +192,10 @@ $$;
 CREATE FUNCTION inbox.find_gaps(provider text, "from" bigint, "to" bigint)
 RETURNS SETOF text
 AS 'MODULE_PATHNAME', 'inbox_find_gaps_sequence'
-LANGUAGE C VOLATILE SET search_path = pg_catalog, pg_temp ROWS 100;
+LANGUAGE C VOLATILE SET search_path = pg_catalog, pg_temp
+-- The merge needs the index's order: never a seq scan and sort per chunk,
+-- whatever the statistics of a freshly loaded table say.
+SET enable_seqscan = off SET enable_bitmapscan = off ROWS 100;
 COMMENT ON FUNCTION inbox.find_gaps(text, bigint, bigint) IS
   'Expected ids of a sequence source numbered from..to that are neither events nor tombstones';
 
@@ -206,6 +209,7 @@ COMMENT ON FUNCTION inbox.find_gaps(text, timestamptz, timestamptz) IS
 CREATE FUNCTION inbox.scan_gaps(provider text)
 RETURNS jsonb
 AS 'MODULE_PATHNAME', 'inbox_scan_gaps'
-LANGUAGE C VOLATILE SET search_path = pg_catalog, pg_temp;
+LANGUAGE C VOLATILE SET search_path = pg_catalog, pg_temp
+SET enable_seqscan = off SET enable_bitmapscan = off;
 COMMENT ON FUNCTION inbox.scan_gaps(text) IS
   'Record new gaps, close resolved ones, request backfill of those past the grace period';
