@@ -25,8 +25,9 @@ KeptPlan try_lock_plan = {"SELECT pg_try_advisory_xact_lock($1, $2)", 2, {INT4OI
                           nullptr};
 
 KeptPlan insert_run_plan = {R"SQL(
-INSERT INTO inbox.reconcile_runs (trigger, started_at, skipped, counts)
-VALUES ($1, clock_timestamp(), $2, CASE WHEN $2 THEN '{"skipped":"busy"}'::jsonb ELSE '{}' END)
+INSERT INTO inbox.reconcile_runs (trigger, started_at, finished_at, skipped, counts)
+VALUES ($1, clock_timestamp(), CASE WHEN $2 THEN clock_timestamp() END, $2,
+        CASE WHEN $2 THEN '{"skipped":"busy"}'::jsonb ELSE '{}' END)
 RETURNING id
 )SQL",
                             2,
