@@ -2,7 +2,7 @@
 -- fetched / not_found / failed, each fenced by the lease token; and the
 -- worker role's privileges.
 BEGIN;
-SELECT plan(46);
+SELECT plan(48);
 
 SELECT inbox.register_provider('bf');
 SELECT inbox.set_id_source('bf', 'sequence', 'e{n}', 1, '0 seconds');
@@ -109,7 +109,12 @@ SELECT is((SELECT status FROM inbox.backfill_requests WHERE provider = 'bf' AND 
 -- The worker role: the queue functions, nothing else.
 SET LOCAL ROLE inbox_worker;
 SELECT lives_ok($$SELECT * FROM inbox.claim_backfill(1)$$, 'inbox_worker may claim backfill requests');
-SELECT lives_ok($$SELECT inbox.backfill_failed(1, gen_random_uuid(), 'x')$$, 'inbox_worker may report');
+SELECT throws_ok($$SELECT inbox.backfill_failed(-1, gen_random_uuid(), 'x')$$, 'P0002', NULL,
+                 'inbox_worker may report (the call reaches the function)');
+SELECT throws_ok($$SELECT inbox.backfill_fetched(-1, gen_random_uuid(), '{}')$$, 'P0002', NULL,
+                 'inbox_worker may report fetched');
+SELECT throws_ok($$SELECT inbox.backfill_not_found(-1, gen_random_uuid())$$, 'P0002', NULL,
+                 'inbox_worker may report not_found');
 SELECT throws_ok($$SELECT count(*) FROM inbox.backfill_requests$$, '42501', NULL, 'but not read the table');
 SELECT throws_ok($$SELECT inbox.reconcile()$$, '42501', NULL, 'nor reconcile');
 SELECT throws_ok($$SELECT inbox.tombstone('bf', 'zz', 'x')$$, '42501', NULL, 'nor tombstone directly');
