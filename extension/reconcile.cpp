@@ -20,6 +20,7 @@ constexpr int64 kBatchRows = 1000;       // per category, per pass
 constexpr int64 kVerifyRows = 1000;      // done events verified per provider, per pass
 constexpr int kMaxReopens = 3;           // verify mismatches before reconcile stops reopening
 constexpr int kMaxTriggerBytes = 63;
+constexpr int64 kDeadCountReuse = 5 * 60 * USECS_PER_SEC;
 
 KeptPlan try_lock_plan = {"SELECT pg_try_advisory_xact_lock($1, $2)", 2, {INT4OID, INT4OID},
                           nullptr};
@@ -167,19 +168,27 @@ SELECT count(*) FROM reopened
                         nullptr};
 
 // The one full read of the pass: terminal rows have no index of their own
-// (one would cost every claim its HOT update). Compared with the count of
-// the previous pass, not with timestamps: a fail() that committed late would
-// slip between two passes' clocks.
+// (one would cost every claim its HOT update). Scheduled passes reuse a count
+// younger than kDeadCountReuse; any other trigger counts afresh.
 KeptPlan dead_plan = {R"SQL(
-SELECT count(*) FILTER (WHERE e.status = 'dead'),
-       coalesce((SELECT (r.counts ->> 'dead')::bigint FROM inbox.reconcile_runs r
-                 WHERE NOT r.skipped AND r.id <> $1 AND r.counts ? 'dead'
-                 ORDER BY r.id DESC LIMIT 1), 0)
-FROM inbox.events e
+SELECT count(*), to_json(now()) #>> '{}' FROM inbox.events e WHERE e.status = 'dead'
 )SQL",
-                      1,
-                      {INT8OID},
+                      0,
+                      {},
                       nullptr};
+
+// Growth is measured against the previous pass's count, not timestamps: a
+// fail() that committed late would slip between two passes' clocks.
+KeptPlan previous_dead_plan = {R"SQL(
+SELECT (r.counts ->> 'dead')::bigint, r.counts ->> 'dead_counted_at',
+       (r.counts ->> 'dead_counted_at')::timestamptz > now() - $2
+FROM inbox.reconcile_runs r
+WHERE NOT r.skipped AND r.id <> $1 AND r.counts ? 'dead_counted_at'
+ORDER BY r.id DESC LIMIT 1
+)SQL",
+                               2,
+                               {INT8OID, INTERVALOID},
+                               nullptr};
 
 struct Counts {
   int64 stuck = 0;
@@ -194,7 +203,9 @@ struct Counts {
   int64 dead = 0;
   int64 dead_new = 0;
   bool more = false;
+  bool dead_reused = false;
   char oldest_stuck[64] = {0};
+  char dead_counted_at[64] = {0};
 };
 
 int64 count_of(uint64 row, int column) {
@@ -251,7 +262,7 @@ void verify_provider(Datum provider, Oid function, int64 cursor, int64 run_id, C
 }
 
 // The pass itself. Call inside pg_call, SPI connected.
-void run_pass(int64 run_id, Counts *counts) {
+void run_pass(int64 run_id, bool scheduled, Counts *counts) {
   Datum batch[2] = {Int64GetDatum(run_id), Int64GetDatum(kBatchRows)};
 
   execute_kept(reclaim_plan, batch, nullptr, false, 0);
@@ -283,12 +294,23 @@ void run_pass(int64 run_id, Counts *counts) {
     verify_provider(name, function, cursor, run_id, counts);
   }
 
-  Datum run = Int64GetDatum(run_id);
-  execute_kept(dead_plan, &run, nullptr, false, 0);
+  Datum previous[2] = {Int64GetDatum(run_id), interval_from_usecs(kDeadCountReuse)};
+  execute_kept(previous_dead_plan, previous, nullptr, false, 0);
+  bool has_previous = SPI_processed == 1;
+  int64 previous_dead = has_previous ? count_of(0, 1) : 0;
+  bool fresh = has_previous && DatumGetBool(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 3, &isnull)) && !isnull;
+  if (scheduled && fresh) {
+    counts->dead = previous_dead;
+    counts->dead_reused = true;
+    Datum at = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2, &isnull);
+    strlcpy(counts->dead_counted_at, TextDatumGetCString(at), sizeof(counts->dead_counted_at));
+    return;
+  }
+  execute_kept(dead_plan, nullptr, nullptr, false, 0);
   counts->dead = count_of(0, 1);
-  // Dead is terminal: the growth since the previous pass is what is new.
-  int64 previous = count_of(0, 2);
-  counts->dead_new = counts->dead > previous ? counts->dead - previous : 0;
+  Datum at = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2, &isnull);
+  strlcpy(counts->dead_counted_at, TextDatumGetCString(at), sizeof(counts->dead_counted_at));
+  counts->dead_new = counts->dead > previous_dead ? counts->dead - previous_dead : 0;
 }
 
 std::string counts_json(const std::string &trigger, int64 run_id, const Counts &c) {
@@ -309,6 +331,8 @@ std::string counts_json(const std::string &trigger, int64 run_id, const Counts &
   json += field("verify_missing", c.verify_missing);
   json += field("dead", c.dead);
   json += field("dead_new", c.dead_new);
+  json += std::string("\"dead_counted_at\": \"") + c.dead_counted_at + "\", ";
+  json += std::string("\"dead_reused\": ") + (c.dead_reused ? "true" : "false") + ", ";
   json += "\"oldest_stuck\": ";
   json += c.oldest_stuck[0] ? "\"" + std::string(c.oldest_stuck) + "\"" : std::string("null");
   json += ", \"more\": ";
@@ -370,10 +394,12 @@ INBOX_SQL_FUNCTION(inbox_reconcile) {
     return pg_call([&] { return DirectFunctionCall1(jsonb_in, CStringGetDatum(json.c_str())); });
   }
 
+  // Scheduled passes run often: they may reuse a recent dead count.
+  bool scheduled = trigger == "schedule";
   Counts counts;
   pg_call([&] {
     SPI_connect();
-    run_pass(start.run_id, &counts);
+    run_pass(start.run_id, scheduled, &counts);
     SPI_finish();
   });
   std::string json = counts_json(trigger, start.run_id, counts);

@@ -2,7 +2,7 @@
 -- functions reopening done events with history kept, dead counts, runs.
 -- Time does not pass inside one transaction, so the test moves timestamps.
 BEGIN;
-SELECT plan(49);
+SELECT plan(51);
 
 SELECT has_function('inbox', 'reconcile', ARRAY['text'], 'inbox.reconcile(text) exists');
 SELECT function_returns('inbox', 'reconcile', ARRAY['text'], 'jsonb', 'reconcile returns jsonb');
@@ -143,7 +143,15 @@ SELECT is((SELECT (j ->> 'verify_missing')::int FROM pass WHERE n = 8), 1, 'a dr
 SELECT lives_ok($$SELECT inbox.set_verify_function('t_shop', NULL)$$, 'NULL clears the verify function');
 SELECT is((SELECT verify_function FROM inbox.providers WHERE name = 't_shop'), NULL, 'cleared');
 
-SELECT is((SELECT count(*) FROM inbox.reconcile_runs WHERE NOT skipped AND finished_at IS NOT NULL)::int, 8,
+-- A scheduled pass reuses a dead count younger than 5 minutes; others count.
+INSERT INTO pass SELECT 9, inbox.reconcile('schedule');
+SELECT is((SELECT (j ->> 'dead_reused')::boolean || '/' || (j ->> 'dead') FROM pass WHERE n = 9), 'true/1',
+          'a scheduled pass reuses the recent dead count');
+UPDATE inbox.reconcile_runs SET counts = jsonb_set(counts, '{dead_counted_at}', to_jsonb(now() - interval '6 minutes'));
+INSERT INTO pass SELECT 10, inbox.reconcile('schedule');
+SELECT is((SELECT (j ->> 'dead_reused')::boolean FROM pass WHERE n = 10), false, 'but counts again once it is old');
+
+SELECT is((SELECT count(*) FROM inbox.reconcile_runs WHERE NOT skipped AND finished_at IS NOT NULL)::int, 10,
           'every pass is recorded');
 
 SELECT * FROM finish();

@@ -1,0 +1,119 @@
+#!/usr/bin/env bash
+# Gap scan, reconcile pass and ingest-under-reconcile benchmark.
+#
+#   PGHOST=... PGPORT=... PGUSER=... PGDATABASE=... bash bench/gaps/run.sh
+#
+# Needs a cluster where pg_inbox is installed in PGDATABASE (a throwaway one:
+# it loads 1M events). Everything is measured side by side in one run and
+# reported as ratios; bare times on this noisy machine mean little.
+# Knobs: ROWS (events loaded, default 1000000), REPS (timed repetitions,
+# default 5), INGEST_SECONDS (pgbench duration per side, default 15).
+set -euo pipefail
+cd "$(dirname "$0")"
+: "${PGDATABASE:?set PGHOST, PGPORT, PGUSER and PGDATABASE}"
+rows=${ROWS:-1000000}
+reps=${REPS:-5}
+ingest_seconds=${INGEST_SECONDS:-15}
+work=$(mktemp -d /tmp/pg_inbox-bench-gaps.XXXXXX)
+trap 'rm -rf "$work"' EXIT
+
+psql_q() { psql -X -q -v ON_ERROR_STOP=1 "$@"; }
+calc() { awk "BEGIN { print $1 }"; }
+
+# Median wall time in ms of one statement, run $reps times in one session.
+median_ms() {
+  { echo '\timing on'; for _ in $(seq "$reps"); do echo "$1"; done; } \
+    | psql -X -q -v ON_ERROR_STOP=1 -o /dev/null 2>&1 \
+    | sed -n 's/^Time: \([0-9.]*\) ms.*/\1/p' | sort -n | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'
+}
+
+echo "== setup: $rows events, 1% missing, unpadded sequence evt_{n}"
+# About 1% of the numbers are missing (every 100th), 0.1% of those tombstoned.
+top=$(( rows + rows / 99 ))
+psql_q <<SQL
+DELETE FROM inbox.events WHERE provider IN ('bench_seq', 'bench_ing');
+DELETE FROM inbox.tombstones WHERE provider = 'bench_seq';
+SELECT inbox.register_provider('bench_seq');
+SELECT inbox.register_provider('bench_ing');
+SELECT inbox.set_id_source('bench_seq', 'sequence', 'evt_{n}', 1);
+INSERT INTO inbox.events (provider, external_id, payload, status, processed_at, attempts)
+SELECT 'bench_seq', 'evt_' || n, jsonb_build_object('n', n, 'pad', repeat('x', 100)),
+       'done', now(), 1
+FROM generate_series(1, $top) n WHERE n % 100 <> 0;
+INSERT INTO inbox.tombstones (provider, external_id, reason)
+SELECT 'bench_seq', 'evt_' || n, 'bench' FROM generate_series(1000, $top, 1000) n;
+-- A realistic mix for the reconcile pass: a few open, expired and dead rows.
+UPDATE inbox.events SET status = 'dead', last_error = 'bench'
+ WHERE provider = 'bench_seq' AND id % 97 = 0;
+UPDATE inbox.events SET status = 'pending', processed_at = NULL,
+       first_received_at = now() - interval '2 hours'
+ WHERE provider = 'bench_seq' AND id % 1009 = 0;
+UPDATE inbox.events SET status = 'processing', processed_at = NULL, lease_token = gen_random_uuid(),
+       lease_expires_at = now() - interval '1 minute'
+ WHERE provider = 'bench_seq' AND id % 1013 = 0;
+-- A verify function that reads the payload: the pass verifies 1000 done events.
+CREATE OR REPLACE FUNCTION public.bench_verify(e inbox.events) RETURNS boolean
+LANGUAGE sql STABLE AS \$\$ SELECT (e.payload ->> 'n') IS NOT NULL \$\$;
+SELECT inbox.set_verify_function('bench_seq', 'public.bench_verify(inbox.events)');
+SQL
+psql_q -c "VACUUM (ANALYZE) inbox.events" -c "VACUUM (ANALYZE) inbox.tombstones"
+psql_q -At -c "SELECT 'table: ' || count(*) || ' events, ' || pg_size_pretty(pg_total_relation_size('inbox.events')) FROM inbox.events"
+
+echo
+echo "== gap scan: inbox.find_gaps (C++ merge over the index) vs SQL NOT EXISTS (median of $reps, ms)"
+printf '%-10s %-20s %10s %12s %8s %8s\n' window range find_gaps not_exists ratio gaps
+for spec in "10000 200001" "100000 200001" "1000000 1"; do
+  set -- $spec
+  size=$1; from=$2; to=$(( from + size - 1 ))
+  merge_sql="SELECT count(*) FROM inbox.find_gaps('bench_seq', $from, $to);"
+  sql_sql="SELECT count(*) FROM generate_series($from::bigint, $to) n
+    WHERE NOT EXISTS (SELECT 1 FROM inbox.events e WHERE e.provider = 'bench_seq' AND e.external_id = 'evt_' || n)
+      AND NOT EXISTS (SELECT 1 FROM inbox.tombstones t WHERE t.provider = 'bench_seq' AND t.external_id = 'evt_' || n);"
+  gaps_merge=$(psql_q -At -c "$merge_sql")
+  gaps_sql=$(psql_q -At -c "$sql_sql")
+  [ "$gaps_merge" = "$gaps_sql" ] || { echo "MISMATCH: find_gaps $gaps_merge, NOT EXISTS $gaps_sql" >&2; exit 1; }
+  m=$(median_ms "$merge_sql"); s=$(median_ms "$sql_sql")
+  printf '%-10s %-20s %10s %12s %7.2fx %8s\n' "$size" "$from..$to" "$m" "$s" "$(calc "$s / $m")" "$gaps_merge"
+done
+echo "NOT EXISTS plan for the 100k window:"
+psql_q -At -c "EXPLAIN (COSTS OFF) SELECT count(*) FROM generate_series(200001::bigint, 300000) n
+    WHERE NOT EXISTS (SELECT 1 FROM inbox.events e WHERE e.provider = 'bench_seq' AND e.external_id = 'evt_' || n)
+      AND NOT EXISTS (SELECT 1 FROM inbox.tombstones t WHERE t.provider = 'bench_seq' AND t.external_id = 'evt_' || n);" | sed 's/^/  /'
+
+echo
+echo "== reconcile pass over the table (median of $reps, ms)"
+# The first pass repairs the expired leases; the timed ones find the steady state.
+psql_q -At -c "SELECT inbox.reconcile('bench')" | sed 's/^/first pass: /'
+full=$(median_ms "SELECT inbox.reconcile('bench');")
+sched=$(median_ms "SELECT inbox.reconcile('schedule');")
+echo "pass with the dead count (trigger bench):         $full ms"
+echo "scheduled pass (dead count reused up to 5 min):   $sched ms"
+
+echo
+echo "== ingest throughput (pgbench, 4 clients, ${ingest_seconds}s) without and with passes running back to back"
+cat >"$work/ingest.sql" <<'PGB'
+\set id random(1, 2000000000)
+SELECT inbox.ingest('bench_ing', 'i' || :id || '-' || :client_id, '{"a": 1}');
+PGB
+tps() { sed -n 's/^tps = \([0-9.]*\) .*/\1/p' | head -1; }
+run_ingest() { pgbench -n -c 4 -j 2 -T "$ingest_seconds" -f "$work/ingest.sql" 2>/dev/null | tps; }
+# Passes back to back, each its own transaction, as a scheduler would run them.
+loop_passes() {
+  local trigger=$1 n=0
+  while [ ! -f "$work/stop" ]; do
+    psql -X -q -At -c "SELECT inbox.reconcile('$trigger')" >/dev/null; n=$((n + 1))
+  done
+  echo "$n" >"$work/passes"
+}
+base1=$(run_ingest)
+rm -f "$work/stop"; loop_passes schedule & pid=$!
+with_sched=$(run_ingest); touch "$work/stop"; wait "$pid"; passes_sched=$(cat "$work/passes")
+rm -f "$work/stop"; loop_passes bench & pid=$!
+with_full=$(run_ingest); touch "$work/stop"; wait "$pid"; passes_full=$(cat "$work/passes")
+base2=$(run_ingest)
+base=$(calc "($base1 + $base2) / 2")
+printf 'without a pass (mean of before/after): %8.0f tps  (%s, %s)\n' "$base" "$base1" "$base2"
+printf 'scheduled passes back to back:         %8.0f tps  %5.1f%%  (%s passes)\n' "$with_sched" "$(calc "100 * $with_sched / $base")" "$passes_sched"
+printf 'full passes (dead count) back to back: %8.0f tps  %5.1f%%  (%s passes)\n' "$with_full" "$(calc "100 * $with_full / $base")" "$passes_full"
+
+psql_q -c "SELECT inbox.set_verify_function('bench_seq', NULL)" -c "DROP FUNCTION public.bench_verify(inbox.events)" >/dev/null
