@@ -25,6 +25,8 @@ using gaps::Step;
 constexpr long kChunkRows = 10000;        // most index keys fetched per statement
 constexpr long kFirstChunkRows = 128;     // after a jump: the run may end at once
 constexpr int kSeekAfter = 64;            // longer ids read through before jumping
+constexpr int kProbeAfterJumps = 16;      // jumps in a block before probing may take over
+constexpr int64 kIdsPerJump = 32;         // ...when there is a jump per fewer ids than this
 constexpr int kInsertBatch = 10000;       // gaps inserted per statement
 constexpr int64 kMaxListedWindowDays = 31;
 constexpr int64 kPromoteRows = 10000;     // gaps turned into requests per scan
@@ -54,6 +56,22 @@ WHERE provider = $1 AND external_id > $2 AND external_id <= $3
 ORDER BY external_id LIMIT $4
 )SQL",
                             4, {TEXTOID, TEXTOID, TEXTOID, INT8OID}, nullptr};
+
+// Per-id probes of the rest of a block, for a stretch where longer ids
+// interleave so densely that range reads would keep jumping: a jump costs a
+// statement, a probe inside one statement an index descent.
+KeptPlan events_probe = {R"SQL(
+SELECT n FROM generate_series($2::bigint, $3::bigint) n
+WHERE EXISTS (SELECT 1 FROM inbox.events e WHERE e.provider = $1
+              AND e.external_id = $4 || CASE WHEN $5 > 0 THEN lpad(n::text, $5, '0') ELSE n::text END)
+)SQL",
+                         5, {TEXTOID, INT8OID, INT8OID, TEXTOID, INT4OID}, nullptr};
+KeptPlan tombstones_probe = {R"SQL(
+SELECT n FROM generate_series($2::bigint, $3::bigint) n
+WHERE EXISTS (SELECT 1 FROM inbox.tombstones t WHERE t.provider = $1
+              AND t.external_id = $4 || CASE WHEN $5 > 0 THEN lpad(n::text, $5, '0') ELSE n::text END)
+)SQL",
+                             5, {TEXTOID, INT8OID, INT8OID, TEXTOID, INT4OID}, nullptr};
 
 KeptPlan source_plan = {R"SQL(
 SELECT s.kind, s.pattern, s.start_at, s.grace, s.scanned_to, s.high_number,
@@ -225,8 +243,24 @@ void load_source(Datum provider, Source *source) {
 
 // Sets the bit of every id of [from, to] present in one table (events or
 // tombstones). Call inside pg_call, SPI connected.
-void mark_present(KeptPlan &first, KeptPlan &next, Datum provider, const Pattern &pattern,
-                  int64 from, int64 to, uint64_t *present) {
+// Sets the bits of the numbers lo..hi of `block` present in the probed table.
+void probe_block(KeptPlan &probe, Datum provider, const Pattern &pattern, const Block &block,
+                 int64 lo, int64 window_from, uint64_t *present) {
+  int pad = block.length == pattern.width ? pattern.width : 0;
+  Datum args[5] = {provider, Int64GetDatum(lo), Int64GetDatum(block.hi),
+                   CStringGetTextDatum(pattern.prefix), Int32GetDatum(pad)};
+  execute_kept(probe, args, nullptr, false, 0);
+  for (uint64 i = 0; i < SPI_processed; ++i) {
+    bool isnull;
+    int64 bit = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 1, &isnull)) -
+                window_from;
+    present[bit >> 6] |= uint64_t{1} << (bit & 63);
+  }
+  SPI_freetuptable(SPI_tuptable);
+}
+
+void mark_present(KeptPlan &first, KeptPlan &next, KeptPlan &probe, Datum provider,
+                  const Pattern &pattern, int64 from, int64 to, uint64_t *present) {
   Block blocks[gaps::kMaxBlocks];
   int nblocks = gaps::split_blocks(pattern, from, to, blocks);
   char lower[gaps::kMaxPrefixBytes + 64];
@@ -238,10 +272,12 @@ void mark_present(KeptPlan &first, KeptPlan &next, Datum provider, const Pattern
     bool after_lower = false;  // continue after `lower` rather than at it
     bool block_done = false;
     long chunk = kFirstChunkRows;
+    int jumps = 0;
     while (!block_done) {
       Datum args[4] = {provider, CStringGetTextDatum(lower), CStringGetTextDatum(upper),
                        Int64GetDatum(chunk)};
       execute_kept(after_lower ? next : first, args, nullptr, false, 0);
+      SPITupleTable *range = SPI_tuptable;  // a probe below replaces SPI_tuptable
       uint64 rows = SPI_processed;
       bool seeked = false;
       int longer_run = 0;  // consecutive longer ids: a short run is cheaper to read than to jump
@@ -249,7 +285,7 @@ void mark_present(KeptPlan &first, KeptPlan &next, Datum provider, const Pattern
       size_t last_len = 0;
       for (uint64 i = 0; i < rows && !block_done && !seeked; ++i) {
         bool isnull;
-        Datum key = SPI_getbinval(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 1, &isnull);
+        Datum key = SPI_getbinval(range->vals[i], range->tupdesc, 1, &isnull);
         varlena *text = pg_detoast_datum_packed(reinterpret_cast<varlena *>(DatumGetPointer(key)));
         last = VARDATA_ANY(text);
         last_len = VARSIZE_ANY_EXHDR(text);
@@ -259,6 +295,12 @@ void mark_present(KeptPlan &first, KeptPlan &next, Datum provider, const Pattern
           block_done = true;
         } else if (step == Step::kSeek) {
           if (++longer_run < kSeekAfter) continue;
+          // Everything below seek_to is settled. Jumping often: probe the rest.
+          if (++jumps > kProbeAfterJumps && jumps * kIdsPerJump > seek_to - block.lo) {
+            probe_block(probe, provider, pattern, block, seek_to, from, present);
+            block_done = true;
+            break;
+          }
           gaps::format_id(pattern, seek_to, block.length, lower);
           after_lower = false;
           seeked = true;
@@ -268,7 +310,7 @@ void mark_present(KeptPlan &first, KeptPlan &next, Datum provider, const Pattern
         }
       }
       if (block_done || seeked) {
-        SPI_freetuptable(SPI_tuptable);
+        SPI_freetuptable(range);
         continue;
       }
       if (rows < static_cast<uint64>(chunk)) {
@@ -280,15 +322,16 @@ void mark_present(KeptPlan &first, KeptPlan &next, Datum provider, const Pattern
         lower[last_len] = '\0';
         after_lower = true;
       }
-      SPI_freetuptable(SPI_tuptable);
+      SPI_freetuptable(range);
     }
   }
 }
 
 // Marks events and tombstones of [from, to]. Call inside pg_call, SPI connected.
 void mark_window(Datum provider, const Pattern &pattern, int64 from, int64 to, uint64_t *present) {
-  mark_present(events_first, events_next, provider, pattern, from, to, present);
-  mark_present(tombstones_first, tombstones_next, provider, pattern, from, to, present);
+  mark_present(events_first, events_next, events_probe, provider, pattern, from, to, present);
+  mark_present(tombstones_first, tombstones_next, tombstones_probe, provider, pattern, from, to,
+               present);
 }
 
 // The text of expected id `number`, palloc'd.

@@ -27,21 +27,31 @@ median_ms() {
     | sed -n 's/^Time: \([0-9.]*\) ms.*/\1/p' | sort -n | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'
 }
 
-echo "== setup: $rows events, 1% missing, unpadded sequence evt_{n}"
-# About 1% of the numbers are missing (every 100th), 0.1% of those tombstoned.
-top=$(( rows + rows / 99 ))
-psql_q <<SQL
-DELETE FROM inbox.events WHERE provider IN ('bench_seq', 'bench_ing');
-DELETE FROM inbox.tombstones WHERE provider = 'bench_seq';
+echo "== setup: $rows events numbered from 1000000 (evt_{n}, 1% missing), and 100k numbered from 1"
+# About 1% of the numbers are missing (every 100th), a tenth of those
+# tombstoned. Numbers start at 1000000 (order numbers often start high), so a
+# window of 1M ids has one digit length; bench_small (1..101010) is the worst
+# case, a window across five digit lengths of an unpadded sequence.
+first=1000000
+top=$(( first + rows + rows / 99 - 1 ))
+psql_q -o /dev/null <<SQL
+DELETE FROM inbox.events WHERE provider IN ('bench_seq', 'bench_small', 'bench_ing');
+DELETE FROM inbox.tombstones WHERE provider IN ('bench_seq', 'bench_small');
 SELECT inbox.register_provider('bench_seq');
+SELECT inbox.register_provider('bench_small');
 SELECT inbox.register_provider('bench_ing');
-SELECT inbox.set_id_source('bench_seq', 'sequence', 'evt_{n}', 1);
+SELECT inbox.set_id_source('bench_seq', 'sequence', 'evt_{n}', $first);
+SELECT inbox.set_id_source('bench_small', 'sequence', 'evt_{n}', 1);
 INSERT INTO inbox.events (provider, external_id, payload, status, processed_at, attempts)
 SELECT 'bench_seq', 'evt_' || n, jsonb_build_object('n', n, 'pad', repeat('x', 100)),
        'done', now(), 1
-FROM generate_series(1, $top) n WHERE n % 100 <> 0;
+FROM generate_series($first, $top) n WHERE n % 100 <> 0;
+INSERT INTO inbox.events (provider, external_id, payload, status, processed_at, attempts)
+SELECT 'bench_small', 'evt_' || n, '{}', 'done', now(), 1
+FROM generate_series(1, 101010) n WHERE n % 100 <> 0;
 INSERT INTO inbox.tombstones (provider, external_id, reason)
-SELECT 'bench_seq', 'evt_' || n, 'bench' FROM generate_series(1000, $top, 1000) n;
+SELECT p, 'evt_' || n, 'bench' FROM generate_series(1000, $top, 1000) n,
+       unnest(ARRAY['bench_seq', 'bench_small']) p;
 -- A realistic mix for the reconcile pass: a few open, expired and dead rows.
 UPDATE inbox.events SET status = 'dead', last_error = 'bench'
  WHERE provider = 'bench_seq' AND id % 97 = 0;
@@ -61,22 +71,23 @@ psql_q -At -c "SELECT 'table: ' || count(*) || ' events, ' || pg_size_pretty(pg_
 
 echo
 echo "== gap scan: inbox.find_gaps (C++ merge over the index) vs SQL NOT EXISTS (median of $reps, ms)"
-printf '%-10s %-20s %10s %12s %8s %8s\n' window range find_gaps not_exists ratio gaps
-for spec in "10000 200001" "100000 200001" "1000000 1"; do
+printf '%-12s %-8s %-20s %10s %12s %8s %8s\n' provider window range find_gaps not_exists ratio gaps
+for spec in "bench_seq 10000 1200001" "bench_seq 100000 1200001" "bench_seq 1000000 1000000" \
+            "bench_small 100000 1"; do
   set -- $spec
-  size=$1; from=$2; to=$(( from + size - 1 ))
-  merge_sql="SELECT count(*) FROM inbox.find_gaps('bench_seq', $from, $to);"
+  provider=$1; size=$2; from=$3; to=$(( from + size - 1 ))
+  merge_sql="SELECT count(*) FROM inbox.find_gaps('$provider', $from, $to);"
   sql_sql="SELECT count(*) FROM generate_series($from::bigint, $to) n
-    WHERE NOT EXISTS (SELECT 1 FROM inbox.events e WHERE e.provider = 'bench_seq' AND e.external_id = 'evt_' || n)
-      AND NOT EXISTS (SELECT 1 FROM inbox.tombstones t WHERE t.provider = 'bench_seq' AND t.external_id = 'evt_' || n);"
+    WHERE NOT EXISTS (SELECT 1 FROM inbox.events e WHERE e.provider = '$provider' AND e.external_id = 'evt_' || n)
+      AND NOT EXISTS (SELECT 1 FROM inbox.tombstones t WHERE t.provider = '$provider' AND t.external_id = 'evt_' || n);"
   gaps_merge=$(psql_q -At -c "$merge_sql")
   gaps_sql=$(psql_q -At -c "$sql_sql")
   [ "$gaps_merge" = "$gaps_sql" ] || { echo "MISMATCH: find_gaps $gaps_merge, NOT EXISTS $gaps_sql" >&2; exit 1; }
   m=$(median_ms "$merge_sql"); s=$(median_ms "$sql_sql")
-  printf '%-10s %-20s %10s %12s %7.2fx %8s\n' "$size" "$from..$to" "$m" "$s" "$(calc "$s / $m")" "$gaps_merge"
+  printf '%-12s %-8s %-20s %10s %12s %7.2fx %8s\n' "$provider" "$size" "$from..$to" "$m" "$s" "$(calc "$s / $m")" "$gaps_merge"
 done
 echo "NOT EXISTS plan for the 100k window:"
-psql_q -At -c "EXPLAIN (COSTS OFF) SELECT count(*) FROM generate_series(200001::bigint, 300000) n
+psql_q -At -c "EXPLAIN (COSTS OFF) SELECT count(*) FROM generate_series(1200001::bigint, 1300000) n
     WHERE NOT EXISTS (SELECT 1 FROM inbox.events e WHERE e.provider = 'bench_seq' AND e.external_id = 'evt_' || n)
       AND NOT EXISTS (SELECT 1 FROM inbox.tombstones t WHERE t.provider = 'bench_seq' AND t.external_id = 'evt_' || n);" | sed 's/^/  /'
 
@@ -97,23 +108,47 @@ SELECT inbox.ingest('bench_ing', 'i' || :id || '-' || :client_id, '{"a": 1}');
 PGB
 tps() { sed -n 's/^tps = \([0-9.]*\) .*/\1/p' | head -1; }
 run_ingest() { pgbench -n -c 4 -j 2 -T "$ingest_seconds" -f "$work/ingest.sql" 2>/dev/null | tps; }
-# Passes back to back, each its own transaction, as a scheduler would run them.
-loop_passes() {
-  local trigger=$1 n=0
-  while [ ! -f "$work/stop" ]; do
-    psql -X -q -At -c "SELECT inbox.reconcile('$trigger')" >/dev/null; n=$((n + 1))
-  done
-  echo "$n" >"$work/passes"
+# Passes back to back from one session, each its own transaction (a
+# procedure that commits after every pass), for as long as pgbench runs.
+psql_q -o /dev/null <<'SQL'
+CREATE OR REPLACE PROCEDURE public.bench_passes(trigger text, seconds int)
+LANGUAGE plpgsql AS $$
+DECLARE
+    stop_at timestamptz := clock_timestamp() + make_interval(secs => seconds);
+BEGIN
+    WHILE clock_timestamp() < stop_at LOOP
+        PERFORM inbox.reconcile(trigger);
+        COMMIT;
+    END LOOP;
+END
+$$;
+SQL
+passes_of() { psql_q -At -c "SELECT count(*) FROM inbox.reconcile_runs WHERE trigger = '$1' AND NOT skipped"; }
+with_passes() {
+  local trigger=$1 before after result
+  before=$(passes_of "$trigger")
+  psql_q -c "CALL public.bench_passes('$trigger', $ingest_seconds)" & local pid=$!
+  result=$(run_ingest)
+  wait "$pid"
+  after=$(passes_of "$trigger")
+  echo "$result $((after - before))"
 }
-base1=$(run_ingest)
-rm -f "$work/stop"; loop_passes schedule & pid=$!
-with_sched=$(run_ingest); touch "$work/stop"; wait "$pid"; passes_sched=$(cat "$work/passes")
-rm -f "$work/stop"; loop_passes bench & pid=$!
-with_full=$(run_ingest); touch "$work/stop"; wait "$pid"; passes_full=$(cat "$work/passes")
-base2=$(run_ingest)
-base=$(calc "($base1 + $base2) / 2")
-printf 'without a pass (mean of before/after): %8.0f tps  (%s, %s)\n' "$base" "$base1" "$base2"
-printf 'scheduled passes back to back:         %8.0f tps  %5.1f%%  (%s passes)\n' "$with_sched" "$(calc "100 * $with_sched / $base")" "$passes_sched"
-printf 'full passes (dead count) back to back: %8.0f tps  %5.1f%%  (%s passes)\n' "$with_full" "$(calc "100 * $with_full / $base")" "$passes_full"
+# Two rounds of without / scheduled / full, interleaved, so drift and the
+# neighbours' load on this shared machine hit every side alike.
+bases=(); scheds=(); fulls=(); npass_sched=0; npass_full=0
+for round in 1 2; do
+  bases+=("$(run_ingest)")
+  read -r t n < <(with_passes schedule); scheds+=("$t"); npass_sched=$((npass_sched + n))
+  read -r t n < <(with_passes bench); fulls+=("$t"); npass_full=$((npass_full + n))
+  printf 'round %s: without %.0f tps, scheduled passes %.0f tps, full passes %.0f tps\n' \
+    "$round" "${bases[-1]}" "${scheds[-1]}" "${fulls[-1]}"
+done
+base=$(calc "(${bases[0]} + ${bases[1]}) / 2")
+with_sched=$(calc "(${scheds[0]} + ${scheds[1]}) / 2")
+with_full=$(calc "(${fulls[0]} + ${fulls[1]}) / 2")
+printf 'without a pass:                        %8.0f tps\n' "$base"
+printf 'scheduled passes back to back:         %8.0f tps  %5.1f%%  (%s passes in %ss)\n' "$with_sched" "$(calc "100 * $with_sched / $base")" "$npass_sched" "$((2 * ingest_seconds))"
+printf 'full passes (dead count) back to back: %8.0f tps  %5.1f%%  (%s passes in %ss)\n' "$with_full" "$(calc "100 * $with_full / $base")" "$npass_full" "$((2 * ingest_seconds))"
 
-psql_q -c "SELECT inbox.set_verify_function('bench_seq', NULL)" -c "DROP FUNCTION public.bench_verify(inbox.events)" >/dev/null
+psql_q -c "SELECT inbox.set_verify_function('bench_seq', NULL)" -c "DROP FUNCTION public.bench_verify(inbox.events)" \
+  -c "DROP PROCEDURE public.bench_passes(text, int)" >/dev/null

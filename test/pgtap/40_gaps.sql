@@ -1,7 +1,7 @@
 -- Gap detection: expected-id sources, find_gaps (the C++ index merge checked
 -- against the SQL anti-join), scan_gaps (record, close, promote), listed ids.
 BEGIN;
-SELECT plan(65);
+SELECT plan(66);
 
 SELECT has_function('inbox', 'find_gaps', ARRAY['text', 'bigint', 'bigint'], 'find_gaps(text, bigint, bigint)');
 SELECT has_function('inbox', 'find_gaps', ARRAY['text', 'timestamp with time zone', 'timestamp with time zone'],
@@ -103,6 +103,19 @@ SELECT results_eq(
       AND NOT EXISTS (SELECT 1 FROM inbox.tombstones t WHERE t.provider = 'g_seq' AND t.external_id = 'evt_' || n)
     ORDER BY n$$,
   'find_gaps agrees with NOT EXISTS over 30000 ids (tombstones excluded)');
+
+-- Padded to 2 digits with 3- and 4-digit ids interleaving: the range reads
+-- give way to per-id probes of zero-padded ids.
+SELECT inbox.register_provider('g_pad2');
+SELECT inbox.set_id_source('g_pad2', 'sequence', 'p{n:2}');
+INSERT INTO inbox.events (provider, external_id, payload)
+SELECT 'g_pad2', 'p' || CASE WHEN g < 100 THEN lpad(g::text, 2, '0') ELSE g::text END, '{}'::jsonb
+FROM generate_series(0, 5000) g WHERE g % 7 <> 0;
+SELECT results_eq(
+  $$SELECT x FROM inbox.find_gaps('g_pad2', 0, 6000) x$$,
+  $$SELECT 'p' || CASE WHEN n < 100 THEN lpad(n::text, 2, '0') ELSE n::text END FROM generate_series(0, 6000) n
+    WHERE n % 7 = 0 OR n > 5000 ORDER BY n$$,
+  'find_gaps agrees with the expected gaps of a padded sequence with longer ids interleaved');
 
 -- Padded, across the width: o-999998 .. o-1000002 (7 digits, unpadded).
 INSERT INTO inbox.events (provider, external_id, payload)
