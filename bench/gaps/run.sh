@@ -101,17 +101,17 @@ echo "pass with the dead count (trigger bench):         $full ms"
 echo "scheduled pass (dead count reused up to 5 min):   $sched ms"
 
 echo
-echo "== ingest throughput (pgbench, 4 clients, ${ingest_seconds}s) without and with passes running back to back"
+echo "== ingest while a pass runs (pgbench, 4 clients, ${ingest_seconds}s per run)"
+# pgbench logs every transaction's completion time; the passes' start and end
+# are in inbox.reconcile_runs. Throughput inside the passes' intervals is
+# compared with throughput outside them, in the same run: the machine's
+# drift and its neighbours' load hit both sides alike.
 cat >"$work/ingest.sql" <<'PGB'
 \set id random(1, 2000000000)
 SELECT inbox.ingest('bench_ing', 'i' || :id || '-' || :client_id, '{"a": 1}');
 PGB
-tps() { sed -n 's/^tps = \([0-9.]*\) .*/\1/p' | head -1; }
-run_ingest() { pgbench -n -c 4 -j 2 -T "$ingest_seconds" -f "$work/ingest.sql" 2>/dev/null | tps; }
-# Passes back to back from one session, each its own transaction (a
-# procedure that commits after every pass), for as long as pgbench runs.
 psql_q -o /dev/null <<'SQL'
-CREATE OR REPLACE PROCEDURE public.bench_passes(trigger text, seconds int)
+CREATE OR REPLACE PROCEDURE public.bench_passes(trigger text, seconds int, pause float8)
 LANGUAGE plpgsql AS $$
 DECLARE
     stop_at timestamptz := clock_timestamp() + make_interval(secs => seconds);
@@ -119,36 +119,44 @@ BEGIN
     WHILE clock_timestamp() < stop_at LOOP
         PERFORM inbox.reconcile(trigger);
         COMMIT;
+        PERFORM pg_sleep(pause);
     END LOOP;
 END
 $$;
 SQL
-passes_of() { psql_q -At -c "SELECT count(*) FROM inbox.reconcile_runs WHERE trigger = '$1' AND NOT skipped"; }
-with_passes() {
-  local trigger=$1 before after result
-  before=$(passes_of "$trigger")
-  psql_q -c "CALL public.bench_passes('$trigger', $ingest_seconds)" & local pid=$!
-  result=$(run_ingest)
+# during TRIGGER PAUSE: passes with PAUSE seconds between them while pgbench runs.
+during() {
+  local trigger=$1 pause=$2 since
+  since=$(psql_q -At -c "SELECT extract(epoch FROM clock_timestamp())")
+  rm -f "$work"/pgb.*
+  psql_q -c "CALL public.bench_passes('$trigger', $ingest_seconds, $pause)" & local pid=$!
+  (cd "$work" && pgbench -n -c 4 -j 2 -T "$ingest_seconds" -f ingest.sql -l --log-prefix=pgb >/dev/null 2>&1)
   wait "$pid"
-  after=$(passes_of "$trigger")
-  echo "$result $((after - before))"
+  psql_q -At -F ' ' -c "SELECT extract(epoch FROM started_at), extract(epoch FROM finished_at)
+    FROM inbox.reconcile_runs WHERE trigger = '$trigger' AND NOT skipped
+     AND started_at >= to_timestamp($since) ORDER BY started_at" >"$work/passes.txt"
+  cat "$work"/pgb.* | awk '{ printf "%.6f\n", $5 + $6 / 1e6 }' | sort -n >"$work/tx.txt"
+  awk -v label="$3" '
+    NR == FNR { s[n] = $1; e[n] = $2; n++; next }
+    { t[m++] = $1 }
+    END {
+      first = t[0]; last = t[m - 1]; inside = 0; k = 0; busy = 0
+      for (i = 0; i < m; i++) {
+        while (k < n && e[k] < t[i]) k++
+        if (k < n && s[k] <= t[i]) inside++
+      }
+      for (j = 0; j < n; j++) {
+        a = s[j] < first ? first : s[j]; b = e[j] > last ? last : e[j]
+        if (b > a) busy += b - a
+      }
+      if (busy <= 0 || m == 0) { printf "%-34s no pass overlapped the run\n", label; exit }
+      rin = inside / busy; rout = (m - inside) / (last - first - busy)
+      printf "%-34s %4d passes, %5.1f%% of the time; ingest %6.0f tps during, %6.0f tps outside: %5.1f%%\n",
+             label, n, 100 * busy / (last - first), rin, rout, 100 * rin / rout
+    }' "$work/passes.txt" "$work/tx.txt"
 }
-# Two rounds of without / scheduled / full, interleaved, so drift and the
-# neighbours' load on this shared machine hit every side alike.
-bases=(); scheds=(); fulls=(); npass_sched=0; npass_full=0
-for round in 1 2; do
-  bases+=("$(run_ingest)")
-  read -r t n < <(with_passes schedule); scheds+=("$t"); npass_sched=$((npass_sched + n))
-  read -r t n < <(with_passes bench); fulls+=("$t"); npass_full=$((npass_full + n))
-  printf 'round %s: without %.0f tps, scheduled passes %.0f tps, full passes %.0f tps\n' \
-    "$round" "${bases[-1]}" "${scheds[-1]}" "${fulls[-1]}"
-done
-base=$(calc "(${bases[0]} + ${bases[1]}) / 2")
-with_sched=$(calc "(${scheds[0]} + ${scheds[1]}) / 2")
-with_full=$(calc "(${fulls[0]} + ${fulls[1]}) / 2")
-printf 'without a pass:                        %8.0f tps\n' "$base"
-printf 'scheduled passes back to back:         %8.0f tps  %5.1f%%  (%s passes in %ss)\n' "$with_sched" "$(calc "100 * $with_sched / $base")" "$npass_sched" "$((2 * ingest_seconds))"
-printf 'full passes (dead count) back to back: %8.0f tps  %5.1f%%  (%s passes in %ss)\n' "$with_full" "$(calc "100 * $with_full / $base")" "$npass_full" "$((2 * ingest_seconds))"
+during bench 1.0 "full passes (dead count), 1 s apart:"
+during schedule 0.1 "scheduled passes, 0.1 s apart:"
 
 psql_q -c "SELECT inbox.set_verify_function('bench_seq', NULL)" -c "DROP FUNCTION public.bench_verify(inbox.events)" \
-  -c "DROP PROCEDURE public.bench_passes(text, int)" >/dev/null
+  -c "DROP PROCEDURE public.bench_passes(text, int, float8)" >/dev/null
