@@ -29,7 +29,7 @@ constexpr int kProbeAfterJumps = 16;      // jumps in a block before probing may
 constexpr int64 kIdsPerJump = 32;         // ...when there is a jump per fewer ids than this
 constexpr int kInsertBatch = 10000;       // gaps inserted per statement
 constexpr int64 kMaxListedWindowDays = 31;
-constexpr int64 kPromoteRows = 10000;     // gaps turned into requests per scan
+// Gaps turned into requests per scan: 10000, a literal in promote_plan.
 
 // Key-ordered reads of one index range; "next" continues after a key.
 KeptPlan events_first = {R"SQL(
@@ -121,7 +121,7 @@ ON CONFLICT ON CONSTRAINT gaps_pkey DO NOTHING
 KeptPlan listed_scan_plan = {R"SQL(
 WITH w AS (
     SELECT l.id, l.external_id FROM inbox.listed_ids l
-    WHERE l.provider = $1 AND l.id > $2 ORDER BY l.id LIMIT $3
+    WHERE l.provider = $1 AND l.id > $2 ORDER BY l.id LIMIT 1000000  -- kMaxWindow
 ), added AS (
     INSERT INTO inbox.gaps (provider, external_id)
     SELECT $1, w.external_id FROM w
@@ -132,7 +132,7 @@ WITH w AS (
 )
 SELECT coalesce(max(w.id), $2), count(w.id), (SELECT count(*) FROM added) FROM w
 )SQL",
-                             3, {TEXTOID, INT8OID, INT8OID}, nullptr};
+                             2, {TEXTOID, INT8OID}, nullptr};
 
 // A late retry or a tombstone resolves a gap by itself; a pending request
 // for it is closed too (a leased one is left to its worker).
@@ -163,7 +163,7 @@ KeptPlan promote_plan = {R"SQL(
 WITH old AS (
     SELECT g.external_id FROM inbox.gaps g
     WHERE g.provider = $1 AND g.status = 'open' AND g.first_seen_at <= now() - $2
-    ORDER BY g.first_seen_at LIMIT $3
+    ORDER BY g.first_seen_at LIMIT 10000  -- requests made per scan
     FOR UPDATE SKIP LOCKED
 ), marked AS (
     UPDATE inbox.gaps g SET status = 'requested', requested_at = now()
@@ -179,7 +179,7 @@ WITH old AS (
 )
 SELECT count(*) FROM marked
 )SQL",
-                         3, {TEXTOID, INTERVALOID, INT8OID}, nullptr};
+                         2, {TEXTOID, INTERVALOID}, nullptr};
 
 KeptPlan open_counts_plan = {R"SQL(
 SELECT count(*) FILTER (WHERE status = 'open'), count(*) FILTER (WHERE status = 'requested')
@@ -573,7 +573,7 @@ INBOX_SQL_FUNCTION(inbox_scan_gaps) {
       source.has_scanned_to = true;
     }
     if (!sequence) {
-      Datum args[3] = {name, Int64GetDatum(source.listed_watermark), Int64GetDatum(gaps::kMaxWindow)};
+      Datum args[2] = {name, Int64GetDatum(source.listed_watermark)};
       execute_kept(listed_scan_plan, args, nullptr, false, 0);
       source.listed_watermark = int64_at(0, 1, &isnull);
       progress.listed_read = int64_at(0, 2, &isnull);
@@ -583,7 +583,7 @@ INBOX_SQL_FUNCTION(inbox_scan_gaps) {
     execute_kept(close_plan, &name, nullptr, false, 0);
     o.resolved = int64_at(0, 1, &isnull);
 
-    Datum promote[3] = {name, source.grace, Int64GetDatum(kPromoteRows)};
+    Datum promote[2] = {name, source.grace};
     execute_kept(promote_plan, promote, nullptr, false, 0);
     o.requested = int64_at(0, 1, &isnull);
 

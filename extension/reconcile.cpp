@@ -16,6 +16,11 @@ constexpr int64 kVerifyRows = 1000;      // done events verified per provider, p
 constexpr int kMaxReopens = 3;           // verify mismatches before reconcile stops reopening
 constexpr int kMaxTriggerBytes = 63;
 constexpr int64 kDeadCountReuse = 5 * 60 * USECS_PER_SEC;
+constexpr int64 kDeadChunkIds = 100000;  // ids counted per statement
+// The pass sleeps this many times as long as it has just worked, after every
+// step: it uses at most a third of one core, so ingest and workers keep the
+// rest. Longer passes (and snapshots) are the price.
+constexpr double kThrottle = 2.0;
 
 KeptPlan try_lock_plan = {"SELECT pg_try_advisory_xact_lock($1, $2)", 2, {INT4OID, INT4OID},
                           nullptr};
@@ -65,7 +70,7 @@ WITH expired AS (
     WHERE e.processed_at IS NULL AND e.status = 'processing' AND e.lease_expires_at <= now()
       AND EXISTS (SELECT 1 FROM inbox.providers p
                   WHERE p.name = e.provider AND p.on_lease_expiry = 'reclaim')
-    ORDER BY e.id LIMIT $2
+    ORDER BY e.id LIMIT 1000  -- kBatchRows; a literal, so even a generic plan sees it
     FOR UPDATE SKIP LOCKED
 ), history AS (
     INSERT INTO inbox.event_history (event_id, run_id, reason, status, attempts, lease_token,
@@ -81,8 +86,8 @@ WITH expired AS (
 )
 SELECT count(*) FROM reclaimed
 )SQL",
-                         2,
-                         {INT8OID, INT8OID},
+                         1,
+                         {INT8OID},
                          nullptr};
 
 // Held leases are reported, recorded once per attempt, and left alone.
@@ -96,10 +101,10 @@ WHERE e.processed_at IS NULL AND e.status = 'processing' AND e.lease_expires_at 
   AND p.on_lease_expiry = 'hold'
   AND NOT EXISTS (SELECT 1 FROM inbox.event_history h
                   WHERE h.event_id = e.id AND h.reason = 'lease_held' AND h.attempts = e.attempts)
-LIMIT $2
+LIMIT 1000  -- kBatchRows
 )SQL",
-                             2,
-                             {INT8OID, INT8OID},
+                             1,
+                             {INT8OID},
                              nullptr};
 
 // Providers with a verify function; a dropped function shows as missing.
@@ -164,12 +169,19 @@ SELECT count(*) FROM reopened
 // The one full read of the pass: terminal rows have no index of their own
 // (one would cost every claim its HOT update). Scheduled passes reuse a count
 // younger than kDeadCountReuse; any other trigger counts afresh.
-KeptPlan dead_plan = {R"SQL(
-SELECT count(*), to_json(now()) #>> '{}' FROM inbox.events e WHERE e.status = 'dead'
+KeptPlan id_range_plan = {R"SQL(
+SELECT coalesce(min(id), 0), coalesce(max(id), -1), to_json(now()) #>> '{}' FROM inbox.events
 )SQL",
-                      0,
-                      {},
-                      nullptr};
+                          0,
+                          {},
+                          nullptr};
+
+KeptPlan dead_chunk_plan = {R"SQL(
+SELECT count(*) FROM inbox.events e WHERE e.id >= $1 AND e.id < $2 AND e.status = 'dead'
+)SQL",
+                            2,
+                            {INT8OID, INT8OID},
+                            nullptr};
 
 // Growth is measured against the previous pass's count, not timestamps: a
 // fail() that committed late would slip between two passes' clocks.
@@ -198,6 +210,8 @@ struct Counts {
   int64 dead_new = 0;
   bool more = false;
   bool dead_reused = false;
+  int64 paused_us = 0;
+  TimestampTz since = 0;  // start of the work not yet paid for by a pause
   char oldest_stuck[64] = {0};
   char dead_counted_at[64] = {0};
 };
@@ -206,6 +220,21 @@ int64 count_of(uint64 row, int column) {
   bool isnull;
   Datum value = SPI_getbinval(SPI_tuptable->vals[row], SPI_tuptable->tupdesc, column, &isnull);
   return isnull ? 0 : DatumGetInt64(value);
+}
+
+// Sleeps kThrottle times the work done since counts->since, in slices that
+// answer cancels. Call inside pg_call.
+void throttle(Counts *counts) {
+  TimestampTz now = GetCurrentTimestamp();
+  int64 sleep_us = static_cast<int64>(static_cast<double>(now - counts->since) * kThrottle);
+  counts->paused_us += sleep_us > 0 ? sleep_us : 0;
+  while (sleep_us > 0) {
+    CHECK_FOR_INTERRUPTS();
+    long slice = sleep_us > 10000 ? 10000 : static_cast<long>(sleep_us);
+    pg_usleep(slice);
+    sleep_us -= slice;
+  }
+  counts->since = GetCurrentTimestamp();
 }
 
 // Runs one provider's verify sweep. Call inside pg_call, SPI connected.
@@ -242,6 +271,7 @@ void verify_provider(Datum provider, const char *function, int64 cursor, int64 r
   execute_kept(save_cursor_plan, save, nullptr, false, 0);
 
   counts->mismatches += nmismatched;
+  throttle(counts);
   if (nmismatched > 0) {
     Datum reopen[3] = {
         PointerGetDatum(construct_array(mismatched, nmismatched, INT8OID, 8, true, TYPALIGN_DOUBLE)),
@@ -253,14 +283,17 @@ void verify_provider(Datum provider, const char *function, int64 cursor, int64 r
 
 // The pass itself. Call inside pg_call, SPI connected.
 void run_pass(int64 run_id, bool scheduled, Counts *counts) {
-  Datum batch[2] = {Int64GetDatum(run_id), Int64GetDatum(kBatchRows)};
+  Datum batch[1] = {Int64GetDatum(run_id)};
+  counts->since = GetCurrentTimestamp();
 
   execute_kept(reclaim_plan, batch, nullptr, false, 0);
   counts->leases_reclaimed = count_of(0, 1);
   if (counts->leases_reclaimed >= kBatchRows) counts->more = true;
+  throttle(counts);
 
   execute_kept(record_held_plan, batch, nullptr, false, 0);
   counts->held_recorded = static_cast<int64>(SPI_processed);
+  throttle(counts);
 
   execute_kept(stuck_plan, nullptr, nullptr, false, 0);
   counts->stuck = count_of(0, 1);
@@ -268,6 +301,7 @@ void run_pass(int64 run_id, bool scheduled, Counts *counts) {
   bool isnull;
   Datum oldest = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 3, &isnull);
   if (!isnull) strlcpy(counts->oldest_stuck, TextDatumGetCString(oldest), sizeof(counts->oldest_stuck));
+  throttle(counts);
 
   execute_kept(verifiers_plan, nullptr, nullptr, false, 0);
   SPITupleTable *verifiers = SPI_tuptable;
@@ -296,10 +330,19 @@ void run_pass(int64 run_id, bool scheduled, Counts *counts) {
     strlcpy(counts->dead_counted_at, TextDatumGetCString(at), sizeof(counts->dead_counted_at));
     return;
   }
-  execute_kept(dead_plan, nullptr, nullptr, false, 0);
-  counts->dead = count_of(0, 1);
-  Datum at = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2, &isnull);
+  // In id ranges, with a pause after each: the full read never takes a core.
+  execute_kept(id_range_plan, nullptr, nullptr, false, 0);
+  int64 low = count_of(0, 1);
+  int64 high = count_of(0, 2);
+  Datum at = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 3, &isnull);
   strlcpy(counts->dead_counted_at, TextDatumGetCString(at), sizeof(counts->dead_counted_at));
+  counts->dead = 0;
+  for (int64 start = low; start <= high; start += kDeadChunkIds) {
+    Datum range[2] = {Int64GetDatum(start), Int64GetDatum(start + kDeadChunkIds)};
+    execute_kept(dead_chunk_plan, range, nullptr, false, 0);
+    counts->dead += count_of(0, 1);
+    throttle(counts);
+  }
   counts->dead_new = counts->dead > previous_dead ? counts->dead - previous_dead : 0;
 }
 
@@ -323,6 +366,7 @@ std::string counts_json(const std::string &trigger, int64 run_id, const Counts &
   json += field("dead_new", c.dead_new);
   json += std::string("\"dead_counted_at\": \"") + c.dead_counted_at + "\", ";
   json += std::string("\"dead_reused\": ") + (c.dead_reused ? "true" : "false") + ", ";
+  json += field("paused_ms", c.paused_us / 1000);
   json += "\"oldest_stuck\": ";
   json += c.oldest_stuck[0] ? "\"" + std::string(c.oldest_stuck) + "\"" : std::string("null");
   json += ", \"more\": ";
