@@ -2,7 +2,7 @@
 -- functions reopening done events with history kept, dead counts, runs.
 -- Time does not pass inside one transaction, so the test moves timestamps.
 BEGIN;
-SELECT plan(51);
+SELECT plan(52);
 
 SELECT has_function('inbox', 'reconcile', ARRAY['text'], 'inbox.reconcile(text) exists');
 SELECT function_returns('inbox', 'reconcile', ARRAY['text'], 'jsonb', 'reconcile returns jsonb');
@@ -143,6 +143,20 @@ SELECT is((SELECT (j ->> 'verify_missing')::int FROM pass WHERE n = 8), 1, 'a dr
 SELECT lives_ok($$SELECT inbox.set_verify_function('t_shop', NULL)$$, 'NULL clears the verify function');
 SELECT is((SELECT verify_function FROM inbox.providers WHERE name = 't_shop'), NULL, 'cleared');
 
+-- The verify sweep: at most 1000 done events per provider and pass, resumed
+-- where the previous pass stopped, starting over at the end.
+SELECT inbox.register_provider('t_many');
+INSERT INTO inbox.events (provider, external_id, payload, status, processed_at, attempts)
+SELECT 't_many', 'm' || g, '{}', 'done', now(), 1 FROM generate_series(1, 1500) g;
+CREATE FUNCTION t30.always(e inbox.events) RETURNS boolean LANGUAGE sql AS $$ SELECT true $$;
+SELECT inbox.set_verify_function('t_many', 't30.always(inbox.events)');
+INSERT INTO pass SELECT 11, inbox.reconcile('test');
+INSERT INTO pass SELECT 12, inbox.reconcile('test');
+INSERT INTO pass SELECT 13, inbox.reconcile('test');
+SELECT is((SELECT string_agg((j ->> 'verified') || '/' || (j ->> 'more'), ',' ORDER BY n) FROM pass WHERE n IN (11, 12, 13)),
+          '1000/true,500/false,1000/true', 'the sweep goes on where it stopped, then starts over');
+SELECT inbox.set_verify_function('t_many', NULL);
+
 -- A scheduled pass reuses a dead count younger than 5 minutes; others count.
 INSERT INTO pass SELECT 9, inbox.reconcile('schedule');
 SELECT is((SELECT (j ->> 'dead_reused')::boolean || '/' || (j ->> 'dead') FROM pass WHERE n = 9), 'true/1',
@@ -151,7 +165,7 @@ UPDATE inbox.reconcile_runs SET counts = jsonb_set(counts, '{dead_counted_at}', 
 INSERT INTO pass SELECT 10, inbox.reconcile('schedule');
 SELECT is((SELECT (j ->> 'dead_reused')::boolean FROM pass WHERE n = 10), false, 'but counts again once it is old');
 
-SELECT is((SELECT count(*) FROM inbox.reconcile_runs WHERE NOT skipped AND finished_at IS NOT NULL)::int, 10,
+SELECT is((SELECT count(*) FROM inbox.reconcile_runs WHERE NOT skipped AND finished_at IS NOT NULL)::int, 13,
           'every pass is recorded');
 
 SELECT * FROM finish();
