@@ -8,6 +8,11 @@
 #include "reconcile_locks.hpp"
 #include "spi.hpp"
 
+extern "C" {
+#include "access/xact.h"
+#include "utils/resowner.h"
+}
+
 namespace pg_inbox {
 namespace {
 
@@ -206,6 +211,7 @@ struct Counts {
   int64 reopened = 0;
   int64 verify_null = 0;
   int64 verify_missing = 0;
+  char verify_failed[512] = {0};  // JSON array items: "name", "name" (names are [a-z0-9_-])
   int64 dead = 0;
   int64 dead_new = 0;
   bool more = false;
@@ -281,6 +287,48 @@ void verify_provider(Datum provider, const char *function, int64 cursor, int64 r
   }
 }
 
+// Runs verify_provider in a subtransaction: a verify function that raises
+// loses only its own batch (reported, with a WARNING), never the whole pass
+// and its lease repairs. Call inside pg_call, SPI connected.
+void verify_provider_guarded(Datum provider, const char *function, int64 cursor, int64 run_id,
+                             Counts *counts) {
+  Counts before = *counts;
+  MemoryContext context = CurrentMemoryContext;
+  ResourceOwner owner = CurrentResourceOwner;
+  ErrorData *volatile edata = nullptr;
+  BeginInternalSubTransaction(nullptr);
+  MemoryContextSwitchTo(context);
+  PG_TRY();
+  {
+    verify_provider(provider, function, cursor, run_id, counts);
+    ReleaseCurrentSubTransaction();
+    MemoryContextSwitchTo(context);
+    CurrentResourceOwner = owner;
+  }
+  PG_CATCH();
+  {
+    MemoryContextSwitchTo(context);
+    edata = CopyErrorData();
+    FlushErrorState();
+    RollbackAndReleaseCurrentSubTransaction();
+    MemoryContextSwitchTo(context);
+    CurrentResourceOwner = owner;
+  }
+  PG_END_TRY();
+  if (edata == nullptr) return;
+  *counts = before;
+  const char *name = TextDatumGetCString(provider);
+  size_t used = strlen(counts->verify_failed);
+  snprintf(counts->verify_failed + used, sizeof(counts->verify_failed) - used, "%s\"%s\"",
+           used > 0 ? ", " : "", name);
+  ereport(WARNING, (errcode(edata->sqlerrcode),
+                    errmsg("pg_inbox: the verify function of provider \"%s\" failed: %s", name,
+                           edata->message),
+                    errhint("inbox.reconcile() skipped its verify batch; return NULL for "
+                            "\"cannot tell\" instead of raising.")));
+  FreeErrorData(edata);
+}
+
 // The pass itself. Call inside pg_call, SPI connected.
 void run_pass(int64 run_id, bool scheduled, Counts *counts) {
   Datum batch[1] = {Int64GetDatum(run_id)};
@@ -315,7 +363,7 @@ void run_pass(int64 run_id, bool scheduled, Counts *counts) {
       continue;
     }
     Datum function = SPI_getbinval(verifiers->vals[i], verifiers->tupdesc, 4, &isnull);
-    verify_provider(name, TextDatumGetCString(function), cursor, run_id, counts);
+    verify_provider_guarded(name, TextDatumGetCString(function), cursor, run_id, counts);
   }
 
   Datum previous[2] = {Int64GetDatum(run_id), interval_from_usecs(kDeadCountReuse)};
@@ -362,6 +410,7 @@ std::string counts_json(const std::string &trigger, int64 run_id, const Counts &
   json += field("verify_gave_up", c.mismatches - c.reopened);
   json += field("verify_null", c.verify_null);
   json += field("verify_missing", c.verify_missing);
+  json += std::string("\"verify_failed\": [") + c.verify_failed + "], ";
   json += field("dead", c.dead);
   json += field("dead_new", c.dead_new);
   json += std::string("\"dead_counted_at\": \"") + c.dead_counted_at + "\", ";

@@ -2,7 +2,7 @@
 -- functions reopening done events with history kept, dead counts, runs.
 -- Time does not pass inside one transaction, so the test moves timestamps.
 BEGIN;
-SELECT plan(52);
+SELECT plan(54);
 
 SELECT has_function('inbox', 'reconcile', ARRAY['text'], 'inbox.reconcile(text) exists');
 SELECT function_returns('inbox', 'reconcile', ARRAY['text'], 'jsonb', 'reconcile returns jsonb');
@@ -157,6 +157,25 @@ SELECT is((SELECT string_agg((j ->> 'verified') || '/' || (j ->> 'more'), ',' OR
           '1000/true,500/false,1000/true', 'the sweep goes on where it stopped, then starts over');
 SELECT inbox.set_verify_function('t_many', NULL);
 
+-- A verify function that raises loses its own batch, not the pass.
+SELECT inbox.register_provider('t_boom');
+SELECT inbox.ingest('t_boom', 'x1', '{}');
+SELECT inbox.complete(c.id, c.lease_token) FROM inbox.claim(1, '1 hour', 't_boom') c;
+SELECT inbox.ingest('t_shop', 'late1', '{}');
+CREATE TEMP TABLE boom_lease AS SELECT c.id FROM inbox.claim(10, '1 hour', 't_shop') c WHERE c.external_id = 'late1';
+UPDATE inbox.events SET lease_expires_at = now() - interval '1 minute' WHERE id = (SELECT id FROM boom_lease);
+CREATE FUNCTION t30.boom(e inbox.events) RETURNS boolean LANGUAGE plpgsql AS
+  $$ BEGIN RAISE EXCEPTION 'downstream unreachable'; END $$;
+SELECT inbox.set_verify_function('t_boom', 't30.boom(inbox.events)');
+SET LOCAL client_min_messages = error;
+INSERT INTO pass SELECT 14, inbox.reconcile('test');
+RESET client_min_messages;
+SELECT is((SELECT j -> 'verify_failed' FROM pass WHERE n = 14), '["t_boom"]'::jsonb,
+          'a raising verify function is reported');
+SELECT is((SELECT status FROM inbox.events WHERE id = (SELECT id FROM boom_lease)), 'pending',
+          'and the rest of the pass still repairs (lease reclaimed)');
+SELECT inbox.set_verify_function('t_boom', NULL);
+
 -- A scheduled pass reuses a dead count younger than 5 minutes; others count.
 INSERT INTO pass SELECT 9, inbox.reconcile('schedule');
 SELECT is((SELECT (j ->> 'dead_reused')::boolean || '/' || (j ->> 'dead') FROM pass WHERE n = 9), 'true/1',
@@ -165,7 +184,7 @@ UPDATE inbox.reconcile_runs SET counts = jsonb_set(counts, '{dead_counted_at}', 
 INSERT INTO pass SELECT 10, inbox.reconcile('schedule');
 SELECT is((SELECT (j ->> 'dead_reused')::boolean FROM pass WHERE n = 10), false, 'but counts again once it is old');
 
-SELECT is((SELECT count(*) FROM inbox.reconcile_runs WHERE NOT skipped AND finished_at IS NOT NULL)::int, 13,
+SELECT is((SELECT count(*) FROM inbox.reconcile_runs WHERE NOT skipped AND finished_at IS NOT NULL)::int, 14,
           'every pass is recorded');
 
 SELECT * FROM finish();
