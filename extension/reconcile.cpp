@@ -50,67 +50,66 @@ RETURNING counts || jsonb_build_object('elapsed_ms',
                             {INT8OID, TEXTOID},
                             nullptr};
 
-// Open events only: the partial index events_open_idx keeps this to the
-// open set, however large the table.
-KeptPlan stuck_plan = {R"SQL(
-SELECT count(*),
-       count(*) FILTER (WHERE e.status = 'processing' AND e.lease_expires_at <= now()
-                          AND p.on_lease_expiry = 'hold'),
-       min(e.first_received_at)::text
-FROM inbox.events e JOIN inbox.providers p ON p.name = e.provider
-WHERE e.processed_at IS NULL
-  AND (e.first_received_at < now() - coalesce(p.stuck_after, interval '1 hour')
-       OR (e.status = 'processing' AND e.lease_expires_at <= now()
-           AND p.on_lease_expiry = 'hold'))
-)SQL",
-                       0,
-                       {},
-                       nullptr};
-
-// Expired leases of 'reclaim' providers go back to pending at once; the old
-// token stays on the row, so the late worker's complete/fail says 'lost'.
-KeptPlan reclaim_plan = {R"SQL(
-WITH expired AS (
+// Everything about open events, from one read of the open set (the partial
+// index events_open_idx keeps it to open rows, however large the table):
+//  - expired leases of 'reclaim' providers go back to pending, taken with
+//    SKIP LOCKED and rechecked under the lock; the old token stays on the
+//    row, so the late worker's complete/fail says 'lost';
+//  - expired leases of 'hold' providers are recorded once per attempt and
+//    left alone;
+//  - stuck events (and held leases) are counted.
+// The history CTE reads the rows before the update (one snapshot).
+KeptPlan open_set_plan = {R"SQL(
+WITH open AS MATERIALIZED (
+    SELECT e.id, e.first_received_at, p.stuck_after,
+           e.status = 'processing' AND e.lease_expires_at <= now() AS expired,
+           p.on_lease_expiry AS policy
+    FROM inbox.events e JOIN inbox.providers p ON p.name = e.provider
+    WHERE e.processed_at IS NULL
+), due AS (
     SELECT e.id FROM inbox.events e
-    WHERE e.processed_at IS NULL AND e.status = 'processing' AND e.lease_expires_at <= now()
-      AND EXISTS (SELECT 1 FROM inbox.providers p
-                  WHERE p.name = e.provider AND p.on_lease_expiry = 'reclaim')
-    ORDER BY e.id LIMIT 1000  -- kBatchRows; a literal, so even a generic plan sees it
+    WHERE e.id IN (SELECT o.id FROM open o WHERE o.expired AND o.policy = 'reclaim'
+                   ORDER BY o.id LIMIT 1000)  -- kBatchRows; a literal, seen by generic plans
+      AND e.status = 'processing' AND e.lease_expires_at <= now()
     FOR UPDATE SKIP LOCKED
-), history AS (
+), reclaim_history AS (
     INSERT INTO inbox.event_history (event_id, run_id, reason, status, attempts, lease_token,
                                      lease_expires_at, processed_at, last_error)
     SELECT e.id, $1, 'lease_reclaimed', e.status, e.attempts, e.lease_token,
            e.lease_expires_at, e.processed_at, e.last_error
-    FROM inbox.events e JOIN expired USING (id)
+    FROM inbox.events e JOIN due USING (id)
 ), reclaimed AS (
     UPDATE inbox.events e
        SET status = 'pending', next_attempt_at = now(), lease_expires_at = NULL
-      FROM expired WHERE e.id = expired.id
+      FROM due WHERE e.id = due.id
+    RETURNING 1
+), held AS (
+    INSERT INTO inbox.event_history (event_id, run_id, reason, status, attempts, lease_token,
+                                     lease_expires_at, processed_at, last_error)
+    SELECT e.id, $1, 'lease_held', e.status, e.attempts, e.lease_token, e.lease_expires_at,
+           e.processed_at, e.last_error
+    FROM inbox.events e
+    WHERE e.id IN (SELECT o.id FROM open o WHERE o.expired AND o.policy = 'hold')
+      AND NOT EXISTS (SELECT 1 FROM inbox.event_history h
+                      WHERE h.event_id = e.id AND h.reason = 'lease_held'
+                        AND h.attempts = e.attempts)
+    LIMIT 1000  -- kBatchRows
     RETURNING 1
 )
-SELECT count(*) FROM reclaimed
+SELECT (SELECT count(*) FROM reclaimed),
+       (SELECT count(*) FROM held),
+       count(*) FILTER (WHERE s.stuck),
+       count(*) FILTER (WHERE s.held),
+       min(s.first_received_at) FILTER (WHERE s.stuck)::text
+FROM (SELECT o.first_received_at,
+             o.expired AND o.policy = 'hold' AS held,
+             o.first_received_at < now() - coalesce(o.stuck_after, interval '1 hour')
+               OR (o.expired AND o.policy = 'hold') AS stuck
+      FROM open o) s
 )SQL",
-                         1,
-                         {INT8OID},
-                         nullptr};
-
-// Held leases are reported, recorded once per attempt, and left alone.
-KeptPlan record_held_plan = {R"SQL(
-INSERT INTO inbox.event_history (event_id, run_id, reason, status, attempts, lease_token,
-                                 lease_expires_at, processed_at, last_error)
-SELECT e.id, $1, 'lease_held', e.status, e.attempts, e.lease_token, e.lease_expires_at,
-       e.processed_at, e.last_error
-FROM inbox.events e JOIN inbox.providers p ON p.name = e.provider
-WHERE e.processed_at IS NULL AND e.status = 'processing' AND e.lease_expires_at <= now()
-  AND p.on_lease_expiry = 'hold'
-  AND NOT EXISTS (SELECT 1 FROM inbox.event_history h
-                  WHERE h.event_id = e.id AND h.reason = 'lease_held' AND h.attempts = e.attempts)
-LIMIT 1000  -- kBatchRows
-)SQL",
-                             1,
-                             {INT8OID},
-                             nullptr};
+                          1,
+                          {INT8OID},
+                          nullptr};
 
 // Providers with a verify function; a dropped function shows as missing.
 KeptPlan verifiers_plan = {R"SQL(
@@ -334,20 +333,14 @@ void run_pass(int64 run_id, bool scheduled, Counts *counts) {
   Datum batch[1] = {Int64GetDatum(run_id)};
   counts->since = GetCurrentTimestamp();
 
-  execute_kept(reclaim_plan, batch, nullptr, false, 0);
+  execute_kept(open_set_plan, batch, nullptr, false, 0);
   counts->leases_reclaimed = count_of(0, 1);
   if (counts->leases_reclaimed >= kBatchRows) counts->more = true;
-  throttle(counts);
-
-  execute_kept(record_held_plan, batch, nullptr, false, 0);
-  counts->held_recorded = static_cast<int64>(SPI_processed);
-  throttle(counts);
-
-  execute_kept(stuck_plan, nullptr, nullptr, false, 0);
-  counts->stuck = count_of(0, 1);
-  counts->leases_held = count_of(0, 2);
+  counts->held_recorded = count_of(0, 2);
+  counts->stuck = count_of(0, 3);
+  counts->leases_held = count_of(0, 4);
   bool isnull;
-  Datum oldest = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 3, &isnull);
+  Datum oldest = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 5, &isnull);
   if (!isnull) strlcpy(counts->oldest_stuck, TextDatumGetCString(oldest), sizeof(counts->oldest_stuck));
   throttle(counts);
 
