@@ -1,7 +1,7 @@
 -- Gap detection: expected-id sources, find_gaps (the C++ index merge checked
 -- against the SQL anti-join), scan_gaps (record, close, promote), listed ids.
 BEGIN;
-SELECT plan(66);
+SELECT plan(70);
 
 SELECT has_function('inbox', 'find_gaps', ARRAY['text', 'bigint', 'bigint'], 'find_gaps(text, bigint, bigint)');
 SELECT has_function('inbox', 'find_gaps', ARRAY['text', 'timestamp with time zone', 'timestamp with time zone'],
@@ -169,6 +169,8 @@ SELECT throws_ok($$SELECT inbox.add_listed('g_seq', ARRAY['a'])$$, '42704', 'pro
                  'add_listed: not a listed source');
 SELECT throws_ok($$SELECT inbox.add_listed('g_list', ARRAY['a', ''])$$, '22023', NULL, 'add_listed: empty id');
 SELECT throws_ok($$SELECT inbox.add_listed('g_list', NULL)$$, '22004', NULL, 'add_listed: NULL ids');
+SELECT throws_ok($$SELECT inbox.add_listed('g_list', ARRAY(SELECT 'x' || g FROM generate_series(1, 10001) g))$$,
+                 '54000', 'at most 10000 ids per call, got 10001', 'add_listed: over 10000 ids');
 SELECT is(inbox.add_listed('g_list', ARRAY['a', 'b', 'c', 'b'], now() - interval '2 hours'), 3, 'add_listed dedups');
 SELECT is(inbox.add_listed('g_list', ARRAY['c', 'd'], now() - interval '30 minutes'), 1, 'and skips known ids');
 SELECT inbox.ingest('g_list', 'a', '{}');
@@ -179,6 +181,15 @@ SELECT is(ARRAY(SELECT inbox.find_gaps('g_list', now() - interval '1 hour', now(
           'listed: only the window');
 SELECT is((SELECT (j ->> 'new_gaps')::int FROM (SELECT inbox.scan_gaps('g_list') AS j) s), 2,
           'scan_gaps records the listed gaps');
+
+-- scan_all_gaps: one result per provider with a source; removing a source.
+SELECT is((SELECT string_agg(r ->> 'provider', ',' ORDER BY r ->> 'provider')
+           FROM jsonb_array_elements(inbox.scan_all_gaps()) r), 'g_list,g_pad,g_pad2,g_seq,g_wide',
+          'scan_all_gaps scans every provider with a source');
+SELECT inbox.set_id_source('g_wide', NULL);
+SELECT is((SELECT count(*)::int FROM inbox.gap_sources WHERE provider = 'g_wide'), 0, 'kind NULL removes the source');
+SELECT throws_ok($$SELECT inbox.find_gaps('g_wide', 1, 2)$$, '42704', 'provider "g_wide" has no id source',
+                 'and find_gaps says so');
 
 SELECT * FROM finish();
 ROLLBACK;

@@ -2,7 +2,7 @@
 -- fetched / not_found / failed, each fenced by the lease token; and the
 -- worker role's privileges.
 BEGIN;
-SELECT plan(48);
+SELECT plan(50);
 
 SELECT inbox.register_provider('bf');
 SELECT inbox.set_id_source('bf', 'sequence', 'e{n}', 1, '0 seconds');
@@ -31,6 +31,9 @@ SELECT throws_ok($$SELECT inbox.backfill_failed(1, gen_random_uuid(), NULL)$$, '
                  'backfill_failed: NULL error');
 SELECT throws_ok($$SELECT inbox.backfill_failed(1, gen_random_uuid(), 'x', '-1 second')$$, '22023', NULL,
                  'backfill_failed: negative retry_after');
+SELECT throws_ok($$SELECT inbox.backfill_failed(1, gen_random_uuid(), 'x', NULL, 0)$$, '22023',
+                 'max_attempts must be at least 1', 'backfill_failed: max_attempts 0');
+SELECT throws_ok($$SELECT inbox.backfill_not_found(1, NULL)$$, '22004', NULL, 'backfill_not_found: NULL token');
 
 -- Claims: disjoint, oldest first, leased.
 CREATE TEMP TABLE c1 AS SELECT * FROM inbox.claim_backfill(2, '1 minute', 'bf');
