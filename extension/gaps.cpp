@@ -15,6 +15,10 @@
 #include "reconcile_locks.hpp"
 #include "spi.hpp"
 
+extern "C" {
+#include "mb/pg_wchar.h"
+}
+
 namespace pg_inbox {
 namespace {
 
@@ -496,7 +500,9 @@ INBOX_SQL_FUNCTION(inbox_scan_gaps) {
     p.got_lock = DatumGetBool(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
     if (p.got_lock && sequence) {
       Datum args[5] = {name, Int64GetDatum(source.event_watermark),
-                       Int32GetDatum(static_cast<int32>(pattern.prefix_len) + 1),
+                       // substr() counts characters: a prefix may be multibyte.
+                       Int32GetDatum(pg_mbstrlen_with_len(pattern.prefix,
+                                                          static_cast<int>(pattern.prefix_len)) + 1),
                        CStringGetTextDatum(pattern.prefix), CStringGetTextDatum(number_regex.c_str())};
       execute_kept(new_numbers_plan, args, nullptr, false, 0);
       source.event_watermark = int64_at(0, 1, &isnull);

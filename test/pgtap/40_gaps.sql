@@ -1,7 +1,7 @@
 -- Gap detection: expected-id sources, find_gaps (the C++ index merge checked
 -- against the SQL anti-join), scan_gaps (record, close, promote), listed ids.
 BEGIN;
-SELECT plan(70);
+SELECT plan(72);
 
 SELECT has_function('inbox', 'find_gaps', ARRAY['text', 'bigint', 'bigint'], 'find_gaps(text, bigint, bigint)');
 SELECT has_function('inbox', 'find_gaps', ARRAY['text', 'timestamp with time zone', 'timestamp with time zone'],
@@ -181,6 +181,15 @@ SELECT is(ARRAY(SELECT inbox.find_gaps('g_list', now() - interval '1 hour', now(
           'listed: only the window');
 SELECT is((SELECT (j ->> 'new_gaps')::int FROM (SELECT inbox.scan_gaps('g_list') AS j) s), 2,
           'scan_gaps records the listed gaps');
+
+-- A multibyte prefix: bytes in the merge, characters in SQL.
+SELECT inbox.register_provider('g_utf8');
+SELECT inbox.set_id_source('g_utf8', 'sequence', 'événement-{n}');
+SELECT inbox.ingest('g_utf8', 'événement-' || g, '{}') FROM generate_series(1, 9) g WHERE g <> 4;
+SELECT is(ARRAY(SELECT inbox.find_gaps('g_utf8', 1, 9)), ARRAY['événement-4'], 'find_gaps with a multibyte prefix');
+SELECT is((SELECT (j ->> 'from') || '..' || (j ->> 'to') || ':' || (j ->> 'new_gaps')
+           FROM (SELECT inbox.scan_gaps('g_utf8') AS j) s), '1..9:1', 'scan_gaps with a multibyte prefix');
+SELECT inbox.set_id_source('g_utf8', NULL);
 
 -- scan_all_gaps: one result per provider with a source; removing a source.
 SELECT is((SELECT string_agg(r ->> 'provider', ',' ORDER BY r ->> 'provider')
