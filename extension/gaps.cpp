@@ -29,6 +29,7 @@ using gaps::Step;
 constexpr long kChunkRows = 10000;        // most index keys fetched per statement
 constexpr long kFirstChunkRows = 128;     // after a jump: the run may end at once
 constexpr int kSeekAfter = 64;            // longer ids read through before jumping
+constexpr int64 kUnionBudget = 3;         // keys per id a one-read scan of several lengths may read
 constexpr int kProbeAfterJumps = 16;      // jumps in a block before probing may take over
 constexpr int64 kIdsPerJump = 32;         // ...when there is a jump per fewer ids than this
 constexpr int kInsertBatch = 10000;       // gaps inserted per statement
@@ -263,10 +264,62 @@ void probe_block(KeptPlan &probe, Datum provider, const Pattern &pattern, const 
   SPI_freetuptable(SPI_tuptable);
 }
 
+// A window of several digit lengths, read once: the key range from the
+// smallest first id to the largest last one, every key classified by its own
+// length. Cheap when the stream does not go far past the window (every id
+// read once instead of once per length); gives up, returning false, after
+// kUnionBudget keys per id of the window, when longer ids dominate the range.
+bool mark_in_one_read(KeptPlan &first, KeptPlan &next, Datum provider, const Pattern &pattern,
+                      const Block *blocks, int nblocks, int64 from, int64 to, uint64_t *present) {
+  char lower[gaps::kMaxPrefixBytes + 64];
+  char upper[gaps::kMaxPrefixBytes + 64];
+  char candidate[gaps::kMaxPrefixBytes + 64];
+  gaps::format_id(pattern, blocks[0].lo, blocks[0].length, lower);
+  gaps::format_id(pattern, blocks[0].hi, blocks[0].length, upper);
+  for (int b = 1; b < nblocks; ++b) {
+    gaps::format_id(pattern, blocks[b].lo, blocks[b].length, candidate);
+    if (strcmp(candidate, lower) < 0) strlcpy(lower, candidate, sizeof(lower));
+    gaps::format_id(pattern, blocks[b].hi, blocks[b].length, candidate);
+    if (strcmp(candidate, upper) > 0) strlcpy(upper, candidate, sizeof(upper));
+  }
+  int64 budget = kUnionBudget * (to - from + 1) + kFirstChunkRows;
+  bool after_lower = false;
+  long chunk = kFirstChunkRows;  // grows: a doomed read gives up early
+  for (;;) {
+    Datum args[4] = {provider, CStringGetTextDatum(lower), CStringGetTextDatum(upper),
+                     Int64GetDatum(chunk)};
+    execute_kept(after_lower ? next : first, args, nullptr, false, 0);
+    SPITupleTable *range = SPI_tuptable;
+    uint64 rows = SPI_processed;
+    for (uint64 i = 0; i < rows; ++i) {
+      bool isnull;
+      Datum key = SPI_getbinval(range->vals[i], range->tupdesc, 1, &isnull);
+      varlena *text = pg_detoast_datum_packed(reinterpret_cast<varlena *>(DatumGetPointer(key)));
+      gaps::visit_any(pattern, from, to, VARDATA_ANY(text), VARSIZE_ANY_EXHDR(text), present);
+      if (i + 1 == rows) {
+        size_t len = VARSIZE_ANY_EXHDR(text);
+        if (len >= sizeof(lower)) len = sizeof(lower) - 1;  // ids are <= 255 bytes
+        memcpy(lower, VARDATA_ANY(text), len);
+        lower[len] = '\0';
+      }
+    }
+    SPI_freetuptable(range);
+    budget -= static_cast<int64>(rows);
+    if (rows < static_cast<uint64>(chunk)) return true;
+    if (budget <= 0) return false;
+    after_lower = true;
+    chunk = chunk * 8 > kChunkRows ? kChunkRows : chunk * 8;
+  }
+}
+
 void mark_present(KeptPlan &first, KeptPlan &next, KeptPlan &probe, Datum provider,
                   const Pattern &pattern, int64 from, int64 to, uint64_t *present) {
   Block blocks[gaps::kMaxBlocks];
   int nblocks = gaps::split_blocks(pattern, from, to, blocks);
+  // Several lengths: one read when it stays cheap, else one range per length
+  // (what it marked stays marked: marks are idempotent).
+  if (nblocks > 1 && mark_in_one_read(first, next, provider, pattern, blocks, nblocks, from, to, present))
+    return;
   char lower[gaps::kMaxPrefixBytes + 64];
   char upper[gaps::kMaxPrefixBytes + 64];
   for (int b = 0; b < nblocks; ++b) {

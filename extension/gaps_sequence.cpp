@@ -112,4 +112,25 @@ Step visit_key(const Pattern &pattern, const Block &block, int64_t window_from, 
   return Step::kSeek;
 }
 
+bool visit_any(const Pattern &pattern, int64_t window_from, int64_t window_to, const char *key,
+               size_t len, uint64_t *present) noexcept {
+  if (len <= pattern.prefix_len || std::memcmp(key, pattern.prefix, pattern.prefix_len) != 0)
+    return false;
+  const char *digits = key + pattern.prefix_len;
+  size_t length = len - pattern.prefix_len;
+  if (length > static_cast<size_t>(kMaxWidth)) return false;
+  // The canonical form only: padded to width, and no leading zero beyond it.
+  if (length < static_cast<size_t>(pattern.width)) return false;
+  if (length > static_cast<size_t>(pattern.width) && digits[0] == '0') return false;
+  int64_t number = 0;
+  for (size_t i = 0; i < length; ++i) {
+    if (digits[i] < '0' || digits[i] > '9') return false;
+    number = number * 10 + (digits[i] - '0');
+  }
+  if (number < window_from || number > window_to) return false;
+  int64_t bit = number - window_from;
+  present[bit >> 6] |= uint64_t{1} << (bit & 63);
+  return true;
+}
+
 }  // namespace pg_inbox::gaps

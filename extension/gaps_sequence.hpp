@@ -56,6 +56,11 @@ enum class Step {
 Step visit_key(const Pattern &pattern, const Block &block, int64_t window_from, const char *key,
                size_t len, uint64_t *present, int64_t *seek_to) noexcept;
 
+// Any key, in a read of several digit lengths at once: marks it when it is
+// the id of a number of [window_from, window_to]. Returns whether it did.
+bool visit_any(const Pattern &pattern, int64_t window_from, int64_t window_to, const char *key,
+               size_t len, uint64_t *present) noexcept;
+
 inline bool is_present(const uint64_t *present, int64_t bit) noexcept {
   return (present[bit >> 6] >> (bit & 63)) & 1;
 }

@@ -1,7 +1,7 @@
 -- Gap detection: expected-id sources, find_gaps (the C++ index merge checked
 -- against the SQL anti-join), scan_gaps (record, close, promote), listed ids.
 BEGIN;
-SELECT plan(72);
+SELECT plan(74);
 
 SELECT has_function('inbox', 'find_gaps', ARRAY['text', 'bigint', 'bigint'], 'find_gaps(text, bigint, bigint)');
 SELECT has_function('inbox', 'find_gaps', ARRAY['text', 'timestamp with time zone', 'timestamp with time zone'],
@@ -103,6 +103,23 @@ SELECT results_eq(
       AND NOT EXISTS (SELECT 1 FROM inbox.tombstones t WHERE t.provider = 'g_seq' AND t.external_id = 'evt_' || n)
     ORDER BY n$$,
   'find_gaps agrees with NOT EXISTS over 30000 ids (tombstones excluded)');
+
+-- A small window across two lengths inside a long stream: one read of its
+-- key range would cover nearly every id, so the merge reads per length.
+SELECT results_eq(
+  $$SELECT x FROM inbox.find_gaps('g_seq', 95, 105) x$$,
+  $$SELECT 'evt_' || n FROM generate_series(95, 105) n
+    WHERE NOT EXISTS (SELECT 1 FROM inbox.events e WHERE e.provider = 'g_seq' AND e.external_id = 'evt_' || n)
+      AND NOT EXISTS (SELECT 1 FROM inbox.tombstones t WHERE t.provider = 'g_seq' AND t.external_id = 'evt_' || n)
+    ORDER BY n$$,
+  'find_gaps agrees with NOT EXISTS on a small window across two lengths');
+SELECT results_eq(
+  $$SELECT x FROM inbox.find_gaps('g_seq', 9990, 10010) x$$,
+  $$SELECT 'evt_' || n FROM generate_series(9990, 10010) n
+    WHERE NOT EXISTS (SELECT 1 FROM inbox.events e WHERE e.provider = 'g_seq' AND e.external_id = 'evt_' || n)
+      AND NOT EXISTS (SELECT 1 FROM inbox.tombstones t WHERE t.provider = 'g_seq' AND t.external_id = 'evt_' || n)
+    ORDER BY n$$,
+  'and on one across 4 and 5 digits');
 
 -- Padded to 2 digits with 3- and 4-digit ids interleaving: the range reads
 -- give way to per-id probes of zero-padded ids.
