@@ -246,8 +246,6 @@ void load_source(Datum provider, Source *source) {
   source->listed_watermark = int64_at(0, 8, &isnull);
 }
 
-// Sets the bit of every id of [from, to] present in one table (events or
-// tombstones). Call inside pg_call, SPI connected.
 // Sets the bits of the numbers lo..hi of `block` present in the probed table.
 void probe_block(KeptPlan &probe, Datum provider, const Pattern &pattern, const Block &block,
                  int64 lo, int64 window_from, uint64_t *present) {
@@ -312,6 +310,8 @@ bool mark_in_one_read(KeptPlan &first, KeptPlan &next, Datum provider, const Pat
   }
 }
 
+// Sets the bit of every id of [from, to] present in one table (events or
+// tombstones). Call inside pg_call, SPI connected.
 void mark_present(KeptPlan &first, KeptPlan &next, KeptPlan &probe, Datum provider,
                   const Pattern &pattern, int64 from, int64 to, uint64_t *present) {
   Block blocks[gaps::kMaxBlocks];
