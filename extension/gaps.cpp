@@ -17,6 +17,8 @@
 
 extern "C" {
 #include "mb/pg_wchar.h"
+#include "nodes/params.h"
+#include "tcop/dest.h"
 }
 
 namespace pg_inbox {
@@ -26,41 +28,29 @@ using gaps::Block;
 using gaps::Pattern;
 using gaps::Step;
 
-constexpr long kChunkRows = 10000;        // most index keys fetched per statement
-constexpr long kFirstChunkRows = 128;     // after a jump: the run may end at once
+constexpr int64 kUnionBudget = 3;         // keys per id a one-read of several lengths may read
+constexpr int64 kUnionSlack = 128;        // ...plus these
 constexpr int kSeekAfter = 64;            // longer ids read through before jumping
-constexpr int64 kUnionBudget = 3;         // keys per id a one-read scan of several lengths may read
 constexpr int kProbeAfterJumps = 16;      // jumps in a block before probing may take over
 constexpr int64 kIdsPerJump = 32;         // ...when there is a jump per fewer ids than this
 constexpr int kInsertBatch = 10000;       // gaps inserted per statement
 constexpr int64 kMaxListedWindowDays = 31;
 // Gaps turned into requests per scan: 10000, a literal in promote_plan.
 
-// Key-ordered reads of one index range; "next" continues after a key.
-KeptPlan events_first = {R"SQL(
+// Key-ordered reads of one index range, streamed to a KeyReader, which stops
+// the read itself when it has seen enough.
+KeptPlan events_range = {R"SQL(
 SELECT external_id FROM inbox.events
 WHERE provider = $1 AND external_id >= $2 AND external_id <= $3
-ORDER BY external_id LIMIT $4
+ORDER BY external_id
 )SQL",
-                         4, {TEXTOID, TEXTOID, TEXTOID, INT8OID}, nullptr};
-KeptPlan events_next = {R"SQL(
-SELECT external_id FROM inbox.events
-WHERE provider = $1 AND external_id > $2 AND external_id <= $3
-ORDER BY external_id LIMIT $4
-)SQL",
-                        4, {TEXTOID, TEXTOID, TEXTOID, INT8OID}, nullptr};
-KeptPlan tombstones_first = {R"SQL(
+                         3, {TEXTOID, TEXTOID, TEXTOID}, nullptr};
+KeptPlan tombstones_range = {R"SQL(
 SELECT external_id FROM inbox.tombstones
 WHERE provider = $1 AND external_id >= $2 AND external_id <= $3
-ORDER BY external_id LIMIT $4
+ORDER BY external_id
 )SQL",
-                             4, {TEXTOID, TEXTOID, TEXTOID, INT8OID}, nullptr};
-KeptPlan tombstones_next = {R"SQL(
-SELECT external_id FROM inbox.tombstones
-WHERE provider = $1 AND external_id > $2 AND external_id <= $3
-ORDER BY external_id LIMIT $4
-)SQL",
-                            4, {TEXTOID, TEXTOID, TEXTOID, INT8OID}, nullptr};
+                             3, {TEXTOID, TEXTOID, TEXTOID}, nullptr};
 
 // Per-id probes of the rest of a block, for a stretch where longer ids
 // interleave so densely that range reads would keep jumping: a jump costs a
@@ -262,133 +252,149 @@ void probe_block(KeptPlan &probe, Datum provider, const Pattern &pattern, const 
   SPI_freetuptable(SPI_tuptable);
 }
 
-// A window of several digit lengths, read once: the key range from the
-// smallest first id to the largest last one, every key classified by its own
-// length. Cheap when the stream does not go far past the window (every id
-// read once instead of once per length); gives up, returning false, after
-// kUnionBudget keys per id of the window, when longer ids dominate the range.
-bool mark_in_one_read(KeptPlan &first, KeptPlan &next, Datum provider, const Pattern &pattern,
-                      const Block *blocks, int nblocks, int64 from, int64 to, uint64_t *present) {
-  char lower[gaps::kMaxPrefixBytes + 64];
-  char upper[gaps::kMaxPrefixBytes + 64];
-  char candidate[gaps::kMaxPrefixBytes + 64];
-  gaps::format_id(pattern, blocks[0].lo, blocks[0].length, lower);
-  gaps::format_id(pattern, blocks[0].hi, blocks[0].length, upper);
-  for (int b = 1; b < nblocks; ++b) {
-    gaps::format_id(pattern, blocks[b].lo, blocks[b].length, candidate);
-    if (strcmp(candidate, lower) < 0) strlcpy(lower, candidate, sizeof(lower));
-    gaps::format_id(pattern, blocks[b].hi, blocks[b].length, candidate);
-    if (strcmp(candidate, upper) > 0) strlcpy(upper, candidate, sizeof(upper));
+// Receives the keys of a range read one by one, straight from the executor:
+// no row is materialised for SPI. Returning false stops the read early.
+struct KeyReader {
+  DestReceiver receiver;  // first: Postgres sees a DestReceiver *
+  const Pattern *pattern;
+  int64 from;
+  int64 to;
+  uint64_t *present;
+  const Block *block;  // null: a one-read of several lengths (visit_any)
+  int64 budget;        // one-read: keys left before giving up
+  int longer_run;      // block: consecutive longer ids
+  // What stopped the read, if anything.
+  bool over_budget;
+  bool done;
+  bool jump;
+  int64 jump_to;
+};
+
+bool read_key(TupleTableSlot *slot, DestReceiver *self) {
+  auto *reader = reinterpret_cast<KeyReader *>(self);
+  bool isnull;
+  Datum key = slot_getattr(slot, 1, &isnull);
+  if (isnull) return true;
+  varlena *text = pg_detoast_datum_packed(reinterpret_cast<varlena *>(DatumGetPointer(key)));
+  const char *bytes = VARDATA_ANY(text);
+  size_t len = VARSIZE_ANY_EXHDR(text);
+  if (reader->block == nullptr) {
+    gaps::visit_any(*reader->pattern, reader->from, reader->to, bytes, len, reader->present);
+    if (--reader->budget > 0) return true;
+    reader->over_budget = true;
+    return false;
   }
-  int64 budget = kUnionBudget * (to - from + 1) + kFirstChunkRows;
-  bool after_lower = false;
-  long chunk = kFirstChunkRows;  // grows: a doomed read gives up early
-  for (;;) {
-    Datum args[4] = {provider, CStringGetTextDatum(lower), CStringGetTextDatum(upper),
-                     Int64GetDatum(chunk)};
-    execute_kept(after_lower ? next : first, args, nullptr, false, 0);
-    SPITupleTable *range = SPI_tuptable;
-    uint64 rows = SPI_processed;
-    for (uint64 i = 0; i < rows; ++i) {
-      bool isnull;
-      Datum key = SPI_getbinval(range->vals[i], range->tupdesc, 1, &isnull);
-      varlena *text = pg_detoast_datum_packed(reinterpret_cast<varlena *>(DatumGetPointer(key)));
-      gaps::visit_any(pattern, from, to, VARDATA_ANY(text), VARSIZE_ANY_EXHDR(text), present);
-      if (i + 1 == rows) {
-        size_t len = VARSIZE_ANY_EXHDR(text);
-        if (len >= sizeof(lower)) len = sizeof(lower) - 1;  // ids are <= 255 bytes
-        memcpy(lower, VARDATA_ANY(text), len);
-        lower[len] = '\0';
-      }
-    }
-    SPI_freetuptable(range);
-    budget -= static_cast<int64>(rows);
-    if (rows < static_cast<uint64>(chunk)) return true;
-    if (budget <= 0) return false;
-    after_lower = true;
-    chunk = chunk * 8 > kChunkRows ? kChunkRows : chunk * 8;
+  int64 seek_to = 0;
+  Step step = gaps::visit_key(*reader->pattern, *reader->block, reader->from, bytes, len,
+                              reader->present, &seek_to);
+  if (step == Step::kDone) {
+    reader->done = true;
+    return false;
   }
+  if (step == Step::kNext) {
+    reader->longer_run = 0;
+    return true;
+  }
+  // A short run of longer ids is cheaper to read through than to jump over.
+  if (++reader->longer_run < kSeekAfter) return true;
+  reader->jump = true;
+  reader->jump_to = seek_to;
+  return false;
+}
+
+void reader_startup(DestReceiver *, int, TupleDesc) {}
+void reader_shutdown(DestReceiver *) {}
+void reader_destroy(DestReceiver *) {}
+
+// Reads provider's keys in [lower, upper], in index order, into reader.
+void read_range(KeptPlan &plan, Datum provider, const char *lower, const char *upper,
+                KeyReader *reader) {
+  if (plan.plan == nullptr) {
+    SPIPlanPtr prepared = SPI_prepare(plan.sql, plan.nargs, plan.argtypes);
+    if (prepared == nullptr || SPI_keepplan(prepared) != 0)
+      elog(ERROR, "pg_inbox: could not prepare statement: %s", SPI_result_code_string(SPI_result));
+    plan.plan = prepared;
+  }
+  ParamListInfo params = makeParamList(3);
+  Datum values[3] = {provider, CStringGetTextDatum(lower), CStringGetTextDatum(upper)};
+  for (int i = 0; i < 3; ++i) {
+    params->params[i].value = values[i];
+    params->params[i].isnull = false;
+    params->params[i].pflags = PARAM_FLAG_CONST;
+    params->params[i].ptype = plan.argtypes[i];
+  }
+  reader->receiver.receiveSlot = read_key;
+  reader->receiver.rStartup = reader_startup;
+  reader->receiver.rShutdown = reader_shutdown;
+  reader->receiver.rDestroy = reader_destroy;
+  reader->receiver.mydest = DestNone;
+  reader->over_budget = reader->done = reader->jump = false;
+  reader->longer_run = 0;
+  SPIExecuteOptions options{};
+  options.params = params;
+  options.dest = &reader->receiver;
+  int rc = SPI_execute_plan_extended(plan.plan, &options);
+  if (rc < 0) elog(ERROR, "pg_inbox: statement failed: %s", SPI_result_code_string(rc));
 }
 
 // Sets the bit of every id of [from, to] present in one table (events or
 // tombstones). Call inside pg_call, SPI connected.
-void mark_present(KeptPlan &first, KeptPlan &next, KeptPlan &probe, Datum provider,
+void mark_present(KeptPlan &range, KeptPlan &probe, Datum provider,
                   const Pattern &pattern, int64 from, int64 to, uint64_t *present) {
   Block blocks[gaps::kMaxBlocks];
   int nblocks = gaps::split_blocks(pattern, from, to, blocks);
-  // Several lengths: one read when it stays cheap, else one range per length
-  // (what it marked stays marked: marks are idempotent).
-  if (nblocks > 1 && mark_in_one_read(first, next, provider, pattern, blocks, nblocks, from, to, present))
-    return;
   char lower[gaps::kMaxPrefixBytes + 64];
   char upper[gaps::kMaxPrefixBytes + 64];
+  KeyReader reader{};
+  reader.pattern = &pattern;
+  reader.from = from;
+  reader.to = to;
+  reader.present = present;
+
+  // Several lengths: first one read of the key range from the smallest first
+  // id to the largest last one, each key classified by its own length. It
+  // gives up after kUnionBudget keys per id (longer ids dominate the range);
+  // what it marked stays marked, and the per-length reads below follow.
+  if (nblocks > 1) {
+    char candidate[gaps::kMaxPrefixBytes + 64];
+    gaps::format_id(pattern, blocks[0].lo, blocks[0].length, lower);
+    gaps::format_id(pattern, blocks[0].hi, blocks[0].length, upper);
+    for (int b = 1; b < nblocks; ++b) {
+      gaps::format_id(pattern, blocks[b].lo, blocks[b].length, candidate);
+      if (strcmp(candidate, lower) < 0) strlcpy(lower, candidate, sizeof(lower));
+      gaps::format_id(pattern, blocks[b].hi, blocks[b].length, candidate);
+      if (strcmp(candidate, upper) > 0) strlcpy(upper, candidate, sizeof(upper));
+    }
+    reader.block = nullptr;
+    reader.budget = kUnionBudget * (to - from + 1) + kUnionSlack;
+    read_range(range, provider, lower, upper, &reader);
+    if (!reader.over_budget) return;
+  }
+
+  // One range per digit length: ids of one length sort as their numbers.
   for (int b = 0; b < nblocks; ++b) {
     const Block &block = blocks[b];
+    reader.block = &block;
     gaps::format_id(pattern, block.lo, block.length, lower);
     gaps::format_id(pattern, block.hi, block.length, upper);
-    bool after_lower = false;  // continue after `lower` rather than at it
-    bool block_done = false;
-    long chunk = kFirstChunkRows;
     int jumps = 0;
-    while (!block_done) {
-      Datum args[4] = {provider, CStringGetTextDatum(lower), CStringGetTextDatum(upper),
-                       Int64GetDatum(chunk)};
-      execute_kept(after_lower ? next : first, args, nullptr, false, 0);
-      SPITupleTable *range = SPI_tuptable;  // a probe below replaces SPI_tuptable
-      uint64 rows = SPI_processed;
-      bool seeked = false;
-      int longer_run = 0;  // consecutive longer ids: a short run is cheaper to read than to jump
-      const char *last = nullptr;
-      size_t last_len = 0;
-      for (uint64 i = 0; i < rows && !block_done && !seeked; ++i) {
-        bool isnull;
-        Datum key = SPI_getbinval(range->vals[i], range->tupdesc, 1, &isnull);
-        varlena *text = pg_detoast_datum_packed(reinterpret_cast<varlena *>(DatumGetPointer(key)));
-        last = VARDATA_ANY(text);
-        last_len = VARSIZE_ANY_EXHDR(text);
-        int64 seek_to = 0;
-        Step step = gaps::visit_key(pattern, block, from, last, last_len, present, &seek_to);
-        if (step == Step::kDone) {
-          block_done = true;
-        } else if (step == Step::kSeek) {
-          if (++longer_run < kSeekAfter) continue;
-          // Everything below seek_to is settled. Jumping often: probe the rest.
-          if (++jumps > kProbeAfterJumps && jumps * kIdsPerJump > seek_to - block.lo) {
-            probe_block(probe, provider, pattern, block, seek_to, from, present);
-            block_done = true;
-            break;
-          }
-          gaps::format_id(pattern, seek_to, block.length, lower);
-          after_lower = false;
-          seeked = true;
-          chunk = kFirstChunkRows;
-        } else {
-          longer_run = 0;
-        }
+    for (;;) {
+      read_range(range, provider, lower, upper, &reader);
+      if (!reader.jump) break;  // the range is done
+      // Everything below jump_to is settled. Jumping often: probe the rest.
+      if (++jumps > kProbeAfterJumps && jumps * kIdsPerJump > reader.jump_to - block.lo) {
+        probe_block(probe, provider, pattern, block, reader.jump_to, from, present);
+        break;
       }
-      if (block_done || seeked) {
-        SPI_freetuptable(range);
-        continue;
-      }
-      if (rows < static_cast<uint64>(chunk)) {
-        block_done = true;
-      } else {
-        chunk = chunk * 8 > kChunkRows ? kChunkRows : chunk * 8;
-        if (last_len >= sizeof(lower)) last_len = sizeof(lower) - 1;  // ids are <= 255 bytes
-        memcpy(lower, last, last_len);
-        lower[last_len] = '\0';
-        after_lower = true;
-      }
-      SPI_freetuptable(range);
+      gaps::format_id(pattern, reader.jump_to, block.length, lower);
     }
   }
 }
 
 // Marks events and tombstones of [from, to]. Call inside pg_call, SPI connected.
 void mark_window(Datum provider, const Pattern &pattern, int64 from, int64 to, uint64_t *present) {
-  mark_present(events_first, events_next, events_probe, provider, pattern, from, to, present);
-  mark_present(tombstones_first, tombstones_next, tombstones_probe, provider, pattern, from, to,
-               present);
+  mark_present(events_range, events_probe, provider, pattern, from, to, present);
+  mark_present(tombstones_range, tombstones_probe, provider, pattern, from, to, present);
 }
 
 // The text of expected id `number`, palloc'd.
