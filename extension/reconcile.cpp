@@ -23,10 +23,10 @@ constexpr int kMaxTriggerBytes = 63;
 constexpr int64 kDeadCountReuse = 5 * 60 * USECS_PER_SEC;
 constexpr int64 kDeadChunkIds = 100000;  // ids counted per statement
 // The pass sleeps this many times as long as it has just worked, after every
-// step: it uses at most a quarter of one core, so ingest and workers keep the
+// step: it uses at most a fifth of one core, so ingest and workers keep the
 // rest (on two cores a pass at full speed cost ingest half its rate).
 // Longer passes (and snapshots) are the price.
-constexpr double kThrottle = 3.0;
+constexpr double kThrottle = 4.0;
 
 KeptPlan try_lock_plan = {"SELECT pg_try_advisory_xact_lock($1, $2)", 2, {INT4OID, INT4OID},
                           nullptr};

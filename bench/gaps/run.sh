@@ -27,6 +27,19 @@ median_ms() {
     | sed -n 's/^Time: \([0-9.]*\) ms.*/\1/p' | sort -n | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'
 }
 
+# Medians in ms of two statements run alternately $reps times each in one
+# session ("A B"): a burst of load on the machine hits both alike.
+paired_ms() {
+  { echo '\timing on'; for _ in $(seq "$reps"); do echo "$1"; echo "$2"; done; } \
+    | psql -X -q -v ON_ERROR_STOP=1 -o /dev/null 2>&1 \
+    | sed -n 's/^Time: \([0-9.]*\) ms.*/\1/p' \
+    | awk 'NR % 2 == 1 { a[++n] = $1 } NR % 2 == 0 { b[++m] = $1 }
+           function median(x, k,   i, j, t) {
+             for (i = 1; i <= k; i++) for (j = i + 1; j <= k; j++) if (x[j] < x[i]) { t = x[i]; x[i] = x[j]; x[j] = t }
+             return x[int((k + 1) / 2)] }
+           END { printf "%s %s\n", median(a, n), median(b, m) }'
+}
+
 echo "== setup: $rows events numbered from 1000000 (evt_{n}, 1% missing), and 100k numbered from 1"
 # About 1% of the numbers are missing (every 100th), a tenth of those
 # tombstoned. Numbers start at 1000000 (order numbers often start high), so a
@@ -70,7 +83,7 @@ psql_q -c "VACUUM (ANALYZE) inbox.events" -c "VACUUM (ANALYZE) inbox.tombstones"
 psql_q -At -c "SELECT 'table: ' || count(*) || ' events, ' || pg_size_pretty(pg_total_relation_size('inbox.events')) FROM inbox.events"
 
 echo
-echo "== gap scan: inbox.find_gaps (C++ merge over the index) vs SQL NOT EXISTS (median of $reps, ms)"
+echo "== gap scan: inbox.find_gaps (C++ merge over the index) vs SQL NOT EXISTS (median of $reps, alternated, ms)"
 printf '%-12s %-8s %-20s %10s %12s %8s %8s\n' provider window range find_gaps not_exists ratio gaps
 for spec in "bench_seq 10000 1200001" "bench_seq 100000 1200001" "bench_seq 1000000 1000000" \
             "bench_small 100000 1"; do
@@ -83,7 +96,7 @@ for spec in "bench_seq 10000 1200001" "bench_seq 100000 1200001" "bench_seq 1000
   gaps_merge=$(psql_q -At -c "$merge_sql")
   gaps_sql=$(psql_q -At -c "$sql_sql")
   [ "$gaps_merge" = "$gaps_sql" ] || { echo "MISMATCH: find_gaps $gaps_merge, NOT EXISTS $gaps_sql" >&2; exit 1; }
-  m=$(median_ms "$merge_sql"); s=$(median_ms "$sql_sql")
+  read -r m s < <(paired_ms "$merge_sql" "$sql_sql")
   printf '%-12s %-8s %-20s %10s %12s %7.2fx %8s\n' "$provider" "$size" "$from..$to" "$m" "$s" "$(calc "$s / $m")" "$gaps_merge"
 done
 echo "NOT EXISTS plan for the 100k window:"
@@ -155,8 +168,10 @@ during() {
              label, n, 100 * busy / (last - first), rin, rout, 100 * rin / rout
     }' "$work/passes.txt" "$work/tx.txt"
 }
-during bench 1.0 "full passes (dead count), 1 s apart:"
-during schedule 0.1 "scheduled passes, 0.1 s apart:"
+for round in 1 2; do
+  during bench 1.0 "round $round, full passes, 1 s apart:"
+  during schedule 0.1 "round $round, scheduled, 0.1 s apart:"
+done
 
 psql_q -c "SELECT inbox.set_verify_function('bench_seq', NULL)" -c "DROP FUNCTION public.bench_verify(inbox.events)" \
   -c "DROP PROCEDURE public.bench_passes(text, int, float8)" >/dev/null
