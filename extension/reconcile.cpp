@@ -211,7 +211,7 @@ struct Counts {
   int64 reopened = 0;
   int64 verify_null = 0;
   int64 verify_missing = 0;
-  char verify_failed[512] = {0};  // JSON array items: "name", "name" (names are [a-z0-9_-])
+  char verify_failed[2048] = {0};  // JSON array items: "name", "name" (names are [a-z0-9_-])
   int64 dead = 0;
   int64 dead_new = 0;
   bool more = false;
@@ -319,8 +319,10 @@ void verify_provider_guarded(Datum provider, const char *function, int64 cursor,
   *counts = before;
   const char *name = TextDatumGetCString(provider);
   size_t used = strlen(counts->verify_failed);
-  snprintf(counts->verify_failed + used, sizeof(counts->verify_failed) - used, "%s\"%s\"",
-           used > 0 ? ", " : "", name);
+  // Whole items only, so the JSON stays valid; the WARNING names every one.
+  if (used + strlen(name) + 5 < sizeof(counts->verify_failed))
+    snprintf(counts->verify_failed + used, sizeof(counts->verify_failed) - used, "%s\"%s\"",
+             used > 0 ? ", " : "", name);
   ereport(WARNING, (errcode(edata->sqlerrcode),
                     errmsg("pg_inbox: the verify function of provider \"%s\" failed: %s", name,
                            edata->message),
