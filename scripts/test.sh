@@ -32,6 +32,9 @@ echo "== pgTAP"
 psql -X -q -c "CREATE EXTENSION pgtap"
 pg_prove --ext .sql test/pgtap || failed+=(pgtap)
 
+echo "== dump and restore"
+prove test/dump || failed+=(dump)
+
 echo "== isolation"
 # --use-existing creates no database: make one with the extension.
 psql -X -q -c "CREATE DATABASE inbox_isolation"

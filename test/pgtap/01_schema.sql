@@ -1,6 +1,6 @@
 -- The installed shape: what users and the receiver rely on.
 BEGIN;
-SELECT plan(24);
+SELECT plan(25);
 
 SELECT has_schema('inbox');
 SELECT has_table('inbox', 'events', 'events table');
@@ -49,6 +49,12 @@ SELECT is((SELECT count(*)::int FROM pg_depend
               AND classid = 'pg_class'::regclass AND deptype = 'e'
               AND objid IN ('inbox.events'::regclass, 'inbox.providers'::regclass)),
           2, 'tables belong to the extension');
+
+SELECT is_empty($$
+  SELECT c.oid::regclass FROM pg_class c
+  WHERE c.relnamespace = 'inbox'::regnamespace AND c.relkind IN ('r', 'S')
+    AND c.oid <> ALL ((SELECT extconfig FROM pg_extension WHERE extname = 'pg_inbox')::oid[])
+$$, 'pg_dump keeps the rows of every table and the value of every sequence');
 
 SELECT * FROM finish();
 ROLLBACK;

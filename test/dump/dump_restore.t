@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# pg_dump + pg_restore keep pg_inbox's rows, ids and outcomes (TAP, run by prove).
+# Needs PGHOST/PGPORT/PGUSER of a cluster with the extension available.
+set -u
+source="inbox_dump_source"; target="inbox_dump_target"; dump=$(mktemp)
+trap 'rm -f "$dump"; dropdb --if-exists "$source"; dropdb --if-exists "$target"' EXIT
+q() { psql -X -q -At -v ON_ERROR_STOP=1 -d "$1" -c "$2"; }
+n=0
+check() {  # description, expected, actual
+  n=$((n + 1))
+  if [ "$2" = "$3" ]; then echo "ok $n - $1"; else echo "not ok $n - $1"; echo "#   want: $2"; echo "#   have: $3"; fi
+}
+
+echo "1..6"
+dropdb --if-exists "$source"; dropdb --if-exists "$target"
+createdb "$source" && createdb "$target"
+q "$source" "CREATE EXTENSION pg_inbox" >/dev/null
+q "$source" "SELECT inbox.register_provider('stripe')" >/dev/null
+q "$source" "SELECT inbox.ingest('stripe', 'evt_' || i, jsonb_build_object('i', i)) FROM generate_series(1, 3) i" >/dev/null
+q "$source" "SELECT inbox.complete(id, lease_token) FROM inbox.claim(1)" >/dev/null
+pg_dump -Fc -d "$source" -f "$dump"
+pg_restore -d "$target" "$dump" 2>/dev/null
+
+check "events survive a dump and restore" "3" "$(q "$target" "SELECT count(*) FROM inbox.events")"
+check "providers survive" "stripe" "$(q "$target" "SELECT string_agg(name, ',') FROM inbox.providers")"
+check "a processed event is still a duplicate" "duplicate" "$(q "$target" "SELECT inbox.ingest('stripe', 'evt_1', '{}')")"
+check "an open event is still open" "updated" "$(q "$target" "SELECT inbox.ingest('stripe', 'evt_2', '{}')")"
+check "a new event after the restore is inserted" "inserted" "$(q "$target" "SELECT inbox.ingest('stripe', 'evt_new', '{}')")"
+check "the identity sequence continued past the restored ids" "t" \
+  "$(q "$target" "SELECT id > 3 FROM inbox.events WHERE external_id = 'evt_new'")"
