@@ -27,6 +27,13 @@ include $(PGXS)
 # The LLVM bitcode (JIT inlining) build runs clang on C++ without our flags.
 COMPILE.cxx.bc += $(PG_CXXFLAGS)
 
+# `make` builds the receiver too (CMake, into build/).
+all: receiver
+.PHONY: receiver
+receiver:
+	@cmake -S . -B build -DCMAKE_BUILD_TYPE=Release >/dev/null
+	@cmake --build build -j2 | grep -v "^\[" || true
+
 $(DATA_built): $(sort $(wildcard sql/src/*.sql))
 	cat $^ > $@
 

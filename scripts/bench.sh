@@ -7,11 +7,7 @@ cd "$(dirname "$0")/.."
 root=$PWD
 
 bash scripts/deps.sh
-make -s
-if [ -f CMakeLists.txt ]; then
-  cmake -S . -B build -DCMAKE_BUILD_TYPE=Release >/dev/null
-  cmake --build build -j2
-fi
+make -s   # the extension and the receiver
 
 tmp=$(mktemp -d /tmp/pg_inbox-bench.XXXXXX)
 chmod 755 "$tmp"

@@ -12,11 +12,7 @@ cd "$(dirname "$0")/.."
 root=$PWD
 
 bash scripts/deps.sh
-make -s
-if [ -f CMakeLists.txt ]; then
-  cmake -S . -B build -DCMAKE_BUILD_TYPE=Release >/dev/null
-  cmake --build build -j2
-fi
+make -s   # the extension and the receiver
 # Under the project folder, unless the server user cannot reach it (a
 # checkout in /root, say): then a fixed folder of this checkout's own.
 dir=$root/.local/pg
@@ -50,8 +46,10 @@ BEGIN
   IF NOT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = 'inbox_worker_app') THEN
     CREATE ROLE inbox_worker_app LOGIN IN ROLE inbox_worker;
   END IF;
+  -- The providers of examples/receiver.toml.
+  PERFORM inbox.register_provider(name)
+     FROM unnest(ARRAY['github', 'stripe', 'shopify', 'slack', 'standard', 'hmac']) AS name;
 END $$;
-SELECT inbox.register_provider(name) FROM unnest(ARRAY['github', 'stripe', 'shopify', 'slack', 'standard', 'hmac']) AS name;
 SQL
 
 cat <<INFO
@@ -72,16 +70,24 @@ stop_all() {
 }
 if [ -x build/inbox-receiver ] && [ -f examples/receiver.toml ]; then
   export INBOX_DATABASE_URL="postgresql://inbox_receiver_app@127.0.0.1:$port/inbox"
-  build/inbox-receiver serve --config examples/receiver.toml &
+  if [ "${INBOX_RUN_DETACH:-0}" = 1 ]; then
+    build/inbox-receiver serve --config examples/receiver.toml >"$root/.local/receiver.log" 2>&1 &
+  else
+    build/inbox-receiver serve --config examples/receiver.toml &
+  fi
   receiver_pid=$!
+  echo "$receiver_pid" > "$root/.local/receiver.pid"
   for _ in $(seq 50); do curl -sf http://127.0.0.1:8080/readyz >/dev/null && break; sleep 0.1; done
   bash scripts/demo-delivery.sh
+  cat <<INFO
+
+inbox-receiver is serving examples/receiver.toml on http://127.0.0.1:8080
+  sign a delivery:  build/inbox-receiver sign --config examples/receiver.toml --provider github --url http://127.0.0.1:8080
+  metrics:          curl -s http://127.0.0.1:8080/metrics
+INFO
 fi
 
-if [ "${INBOX_RUN_DETACH:-0}" = 1 ]; then
-  [ -n "$receiver_pid" ] && echo "$receiver_pid" > "$root/.local/receiver.pid"
-  exit 0
-fi
+[ "${INBOX_RUN_DETACH:-0}" = 1 ] && exit 0
 trap stop_all EXIT INT TERM
 echo "Ctrl-C stops everything."
 if [ -n "$receiver_pid" ]; then wait "$receiver_pid"; else while sleep 3600; do :; done; fi
