@@ -105,6 +105,18 @@ int cmd_check_config(const Args& args) {
               << (p.id_header.empty() ? "JSON pointer " + p.id_json_pointer : "header " + p.id_header)
               << "\n";
   }
+  for (const auto& p : config.providers) {
+    if (!p.backfill) continue;
+    inbox::BackfillUrl url = inbox::parse_backfill_url(p.backfill->url);
+    std::cout << "  backfill " << p.name << ": GET " << url.origin
+              << inbox::path_for_humans(url.path_template)
+              << (p.backfill->auth_header.empty() ? "" : " with header " + p.backfill->auth_header)
+              << ", timeout " << p.backfill->timeout_ms << " ms"
+              << (p.backfill->payload_json_pointer.empty() ? ""
+                                                           : ", event at " + p.backfill->payload_json_pointer)
+              << "\n";
+  }
+  if (config.backfill.enabled) std::cout << "  backfill worker runs inside serve\n";
   std::cout << "Each provider must also be registered in the database, once:\n";
   for (const auto& p : config.providers)
     std::cout << "  SELECT inbox.register_provider('" << p.name << "');\n";

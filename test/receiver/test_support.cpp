@@ -63,6 +63,27 @@ long Db::count(const std::string& provider, const std::string& external_id) {
                            " AND external_id = " + quote(external_id)));
 }
 
+std::string login_database_url(const std::string& user, const std::string& password) {
+  // Same server and database as the superuser URL, as another role.
+  char* err = nullptr;
+  PQconninfoOption* opts = PQconninfoParse(database_url(), &err);
+  if (!opts) throw std::runtime_error(err ? err : "bad INBOX_TEST_DATABASE_URL");
+  std::string url;
+  for (PQconninfoOption* o = opts; o->keyword; ++o) {
+    std::string k = o->keyword;
+    if (!o->val || k == "user" || k == "password") continue;
+    std::string v = o->val;
+    std::string escaped;
+    for (char c : v) {
+      if (c == '\'' || c == '\\') escaped.push_back('\\');
+      escaped.push_back(c);
+    }
+    url += k + "='" + escaped + "' ";
+  }
+  PQconninfoFree(opts);
+  return url + "user=" + user + " password=" + password;
+}
+
 std::string receiver_database_url() {
   static std::once_flag once;
   static std::string url;
@@ -73,23 +94,7 @@ std::string receiver_database_url() {
         "IN ROLE inbox_receiver; EXCEPTION WHEN duplicate_object THEN NULL; END $$");
     for (const char* s : {"github", "stripe", "shopify", "slack", "standard", "hmac"})
       db.exec(std::string("SELECT inbox.register_provider('t_") + s + "')");
-    // Same server and database as the superuser URL, as the receiver's role.
-    char* err = nullptr;
-    PQconninfoOption* opts = PQconninfoParse(database_url(), &err);
-    if (!opts) throw std::runtime_error(err ? err : "bad INBOX_TEST_DATABASE_URL");
-    for (PQconninfoOption* o = opts; o->keyword; ++o) {
-      std::string k = o->keyword;
-      if (!o->val || k == "user" || k == "password") continue;
-      std::string v = o->val;
-      std::string escaped;
-      for (char c : v) {
-        if (c == '\'' || c == '\\') escaped.push_back('\\');
-        escaped.push_back(c);
-      }
-      url += k + "='" + escaped + "' ";
-    }
-    PQconninfoFree(opts);
-    url += "user=inbox_receiver_test password=inbox_receiver_test";
+    url = login_database_url("inbox_receiver_test", "inbox_receiver_test");
   });
   return url;
 }

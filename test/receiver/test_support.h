@@ -47,6 +47,9 @@ class Db {
 // (once per process). Returns the receiver's connection string.
 std::string receiver_database_url();
 
+// The test database's connection string for another login (same host, port, dbname).
+std::string login_database_url(const std::string& user, const std::string& password);
+
 // A prefix unique to this test process, for external ids.
 const std::string& run_id();
 std::string unique_id(const std::string& tag);
