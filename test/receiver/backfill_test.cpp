@@ -118,17 +118,6 @@ TEST(BackfillUrlTest, IdsAreEncodedIntoThePath) {
   EXPECT_FALSE(parse_retry_after("Wed, 21 Oct 2015 07:28:00 GMT"));
 }
 
-// The worker's login: member of inbox_worker and nothing else.
-std::string worker_database_url() {
-  static std::once_flag once;
-  std::call_once(once, [] {
-    Db db;
-    db.exec("DO $$ BEGIN CREATE ROLE inbox_backfill_test LOGIN PASSWORD 'inbox_backfill_test' "
-            "IN ROLE inbox_worker; EXCEPTION WHEN duplicate_object THEN NULL; END $$");
-  });
-  return login_database_url("inbox_backfill_test", "inbox_backfill_test");
-}
-
 class BackfillTest : public ::testing::Test {
  protected:
   void SetUp() override {

@@ -3,6 +3,7 @@
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -97,6 +98,16 @@ std::string receiver_database_url() {
     url = login_database_url("inbox_receiver_test", "inbox_receiver_test");
   });
   return url;
+}
+
+std::string worker_database_url() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    Db db;
+    db.exec("DO $$ BEGIN CREATE ROLE inbox_backfill_test LOGIN PASSWORD 'inbox_backfill_test' "
+            "IN ROLE inbox_worker; EXCEPTION WHEN duplicate_object THEN NULL; END $$");
+  });
+  return login_database_url("inbox_backfill_test", "inbox_backfill_test");
 }
 
 const std::string& run_id() {
@@ -247,6 +258,30 @@ std::vector<int> raw_statuses(int port, const std::string& bytes) {
   for (size_t at = answer.find("HTTP/1.1 "); at != std::string::npos; at = answer.find("HTTP/1.1 ", at + 1))
     out.push_back(std::stoi(answer.substr(at + 9, 3)));
   return out;
+}
+
+std::string run_command(const std::string& cmd, int* rc) {
+  std::string out;
+  FILE* p = popen(cmd.c_str(), "r");
+  if (!p) {
+    *rc = -1;
+    return out;
+  }
+  char buf[4096];
+  size_t n;
+  while ((n = fread(buf, 1, sizeof buf, p)) > 0) out.append(buf, n);
+  int status = pclose(p);
+  *rc = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return out;
+}
+
+std::string toml_string(const std::string& s) {
+  std::string out = "\"";
+  for (char c : s) {
+    if (c == '"' || c == '\\') out.push_back('\\');
+    out.push_back(c);
+  }
+  return out + "\"";
 }
 
 std::string signature_header(const std::string& scheme) {
