@@ -1,5 +1,6 @@
 #include "backfill.h"
 
+#include <algorithm>
 #include <set>
 
 #include "log.h"
@@ -41,12 +42,17 @@ BackfillWorker::BackfillWorker(const Config& config, Metrics* metrics)
 
 bool BackfillWorker::drain(BackfillStats& stats, std::string& error, const StopSignal* stop) {
   for (auto& [provider, fetcher] : fetchers_) {
+    // Requests of a claim are fetched one after another: claim no more than
+    // fit in one lease at the provider's worst-case call time.
+    const long long worst_ms = 2LL * fetcher->timeout_ms() + 1000;
+    const int rows = static_cast<int>(
+        std::max(1LL, std::min<long long>(settings_.batch_size, settings_.lease_s * 1000LL / worst_ms)));
     // A request retried with a short Retry-After may be due again within this
     // drain: handle each one once, so a drain always ends.
     std::set<std::int64_t> seen;
     bool again = true;
     while (again && !(stop && stop->stopped())) {
-      auto claims = queue_.claim(settings_.batch_size, settings_.lease_s, provider, error);
+      auto claims = queue_.claim(rows, settings_.lease_s, provider, error);
       if (!claims) {
         if (metrics_) metrics_->backfill(provider, "db_error");
         return false;

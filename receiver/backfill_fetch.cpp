@@ -70,11 +70,25 @@ FetchResult BackfillFetcher::fetch(const std::string& external_id) {
   r.request = "GET " + path_for_humans(path);
   httplib::Headers headers = {{"Accept", "application/json"}};
   if (!api_.auth_header.empty()) headers.emplace(api_.auth_header, api_.auth_value);
-  httplib::Result res = client_->Get(path.c_str(), headers);
+  // The body is read through a receiver so a runaway answer is cut off.
+  std::string body;
+  bool too_big = false;
+  httplib::Result res = client_->Get(
+      path.c_str(), headers, [](const httplib::Response&) { return true; },
+      [&](const char* data, size_t n) {
+        if (body.size() + n > kMaxResponseBytes) return !(too_big = true);
+        body.append(data, n);
+        return true;
+      });
+  if (too_big) {
+    r.error = "answer larger than " + std::to_string(kMaxResponseBytes >> 20) + " MiB";
+    return r;
+  }
   if (!res) {
     r.error = "no answer from the provider: " + describe(res.error());
     return r;
   }
+  res->body = std::move(body);
   r.http_status = res->status;
   if (res->status == 200) {
     if (extract_payload(res->body, api_.payload_json_pointer, r.payload_json, r.error))

@@ -13,6 +13,10 @@
 
 namespace inbox {
 
+// Answers above this are failures: an event is far smaller, and the worker
+// must not hold an unbounded body in memory.
+constexpr std::size_t kMaxResponseBytes = 16u << 20;
+
 enum class FetchKind { found, not_found, failed };
 
 struct FetchResult {
@@ -28,6 +32,7 @@ class BackfillFetcher {
  public:
   explicit BackfillFetcher(const BackfillApiConfig& api);
   FetchResult fetch(const std::string& external_id);
+  int timeout_ms() const { return api_.timeout_ms; }
 
  private:
   BackfillApiConfig api_;

@@ -244,10 +244,13 @@ TEST_F(BackfillTest, ErrorsAreRetriedWithBackoffThenSucceed) {
   api_.always("evt_garbage", {200, "<html>not json</html>", "", 0});
   api_.always("evt_slow", {200, "{}", "", 1500});
   api_.always("evt_denied", {401, "{}", "", 0});
-  for (const char* id : {"evt_flaky", "evt_busy", "evt_garbage", "evt_slow", "evt_denied"}) request(id);
+  api_.always("evt_huge", {200, "\"" + std::string(kMaxResponseBytes, 'x') + "\"", "", 0});
+  api_.always("evt_nul", {200, "{\"s\":\"a\\u0000b\"}", "", 0});  // valid JSON that jsonb refuses
+  for (const char* id : {"evt_flaky", "evt_busy", "evt_garbage", "evt_slow", "evt_denied", "evt_huge", "evt_nul"})
+    request(id);
 
   BackfillStats s = drain(config(300));
-  EXPECT_EQ(s.retried, 5);
+  EXPECT_EQ(s.retried, 7);
   EXPECT_EQ(s.fetched, 0);
   EXPECT_EQ(field("evt_flaky", "status"), "pending");
   EXPECT_EQ(field("evt_flaky", "last_error"), "HTTP 500");
@@ -260,6 +263,8 @@ TEST_F(BackfillTest, ErrorsAreRetriedWithBackoffThenSucceed) {
   EXPECT_NE(field("evt_slow", "last_error").find("no answer from the provider"), std::string::npos)
       << field("evt_slow", "last_error");
   EXPECT_EQ(field("evt_denied", "last_error"), "HTTP 401");
+  EXPECT_EQ(field("evt_huge", "last_error"), "answer larger than 16 MiB");
+  EXPECT_EQ(field("evt_nul", "last_error"), "HTTP 200 but the database refused the event: SQLSTATE 22P05");
   EXPECT_EQ(db_->count(provider_, "evt_garbage"), 0);
 
   // Not due yet: nothing is called.
