@@ -293,6 +293,38 @@ TEST_F(BackfillTest, ConnectErrorIsRetriedAndMaxAttemptsGivesUp) {
   EXPECT_EQ(field("evt_unreachable", "status"), "gave_up");
 }
 
+// https goes through OpenSSL with certificate verification: a self-signed
+// certificate on a loopback stand-in is refused (nothing is fetched, retried).
+TEST_F(BackfillTest, HttpsRefusesAnUntrustedCertificate) {
+  const std::string dir = "/tmp/inbox-backfill-tls-" + run_id();
+  const std::string cert = dir + "/cert.pem", key = dir + "/key.pem";
+  ASSERT_EQ(std::system(("mkdir -p " + dir + " && openssl req -x509 -newkey rsa:2048 -nodes -keyout " + key +
+                         " -out " + cert + " -days 1 -subj /CN=127.0.0.1 2>/dev/null")
+                            .c_str()),
+            0);
+  httplib::SSLServer tls(cert.c_str(), key.c_str());
+  ASSERT_TRUE(tls.is_valid());
+  std::atomic<int> served{0};
+  tls.Get(R"(/v1/events/(.+))", [&](const httplib::Request&, httplib::Response& res) {
+    ++served;
+    res.set_content("{}", "application/json");
+  });
+  int port = tls.bind_to_any_port("127.0.0.1");
+  std::thread t([&] { tls.listen_after_bind(); });
+  while (!tls.is_running()) std::this_thread::sleep_for(1ms);
+
+  Config c = config();
+  c.providers[0].backfill->url = "https://127.0.0.1:" + std::to_string(port) + "/v1/events/{id}";
+  request("evt_tls");
+  EXPECT_EQ(drain(c).retried, 1);
+  tls.stop();
+  t.join();
+  std::system(("rm -rf " + dir).c_str());
+  EXPECT_EQ(field("evt_tls", "last_error"), "no answer from the provider: TLS certificate not trusted");
+  EXPECT_EQ(served.load(), 0);
+  EXPECT_EQ(db_->count(provider_, "evt_tls"), 0);
+}
+
 // While the worker waits for the API, its lease expires and another worker
 // claims the request: the late report changes nothing.
 TEST_F(BackfillTest, LostLeaseCannotCloseTheRequest) {
