@@ -1,13 +1,13 @@
 #include "config.h"
 
-#include "backfill_url.h"
-
 #include <toml++/toml.h>
 
 #include <cstdlib>
 #include <fstream>
 #include <set>
 #include <sstream>
+
+#include "backfill_url.h"
 
 namespace inbox {
 namespace {
