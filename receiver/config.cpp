@@ -7,6 +7,8 @@
 #include <set>
 #include <sstream>
 
+#include "backfill_url.h"
+
 namespace inbox {
 namespace {
 
@@ -55,6 +57,72 @@ const toml::table* get_table(const toml::table& t, const char* key) {
   return n->as_table();
 }
 
+// A string value given inline or as { env = "NAME" }; nullopt when the key is
+// absent (or, under EnvPolicy::lenient, when the variable is unset).
+std::optional<std::string> get_string_or_env(const toml::table& t, const char* key,
+                                             const std::string& where, EnvPolicy env) {
+  const toml::node* n = t.get(key);
+  if (!n) return std::nullopt;
+  if (auto v = n->value_exact<std::string>()) return *v;
+  const toml::table* et = n->as_table();
+  std::string w = where + " " + key;
+  if (!et) throw ConfigError(w + ": a string or { env = \"NAME\" } expected");
+  reject_unknown_keys(*et, {"env"}, w);
+  std::string var = get_string(*et, "env", w);
+  if (var.empty()) throw ConfigError(w + ": { env = \"NAME\" } expected");
+  const char* value = std::getenv(var.c_str());
+  if (!value || !*value) {
+    if (env == EnvPolicy::lenient) return std::nullopt;
+    throw ConfigError(w + ": environment variable " + var + " is not set or empty");
+  }
+  return std::string(value);
+}
+
+// [provider.backfill]: url (with {id}), optional auth header, timeout, payload pointer.
+BackfillApiConfig read_backfill_api(const toml::table& t, const std::string& provider_where,
+                                    EnvPolicy env) {
+  const std::string where = provider_where + " [backfill]";
+  reject_unknown_keys(t, {"url", "auth_header", "auth_value", "timeout_ms", "payload_json_pointer"},
+                      where);
+  BackfillApiConfig b;
+  b.url = get_string(t, "url", where);
+  if (b.url.empty()) throw ConfigError(where + ": \"url\" is required (a template with {id})");
+  try {
+    parse_backfill_url(b.url);
+  } catch (const ConfigError& e) {
+    throw ConfigError(where + ": " + e.what());
+  }
+  b.auth_header = get_string(t, "auth_header", where);
+  std::optional<std::string> value = get_string_or_env(t, "auth_value", where, env);
+  if (value) b.auth_value = *value;
+  bool has_value = t.get("auth_value") != nullptr;
+  if (b.auth_header.empty() != !has_value)
+    throw ConfigError(where + ": set both \"auth_header\" and \"auth_value\", or neither");
+  for (char c : b.auth_header + b.auth_value)
+    if (c == '\r' || c == '\n')
+      throw ConfigError(where + ": \"auth_header\" and \"auth_value\" may not contain line breaks");
+  b.timeout_ms = get_int(t, "timeout_ms", where, b.timeout_ms, 100, 600000);
+  b.payload_json_pointer = get_string(t, "payload_json_pointer", where);
+  if (!b.payload_json_pointer.empty() && b.payload_json_pointer[0] != '/')
+    throw ConfigError(where + ": \"payload_json_pointer\" is a JSON pointer such as \"/data\"");
+  return b;
+}
+
+// database_url = "postgresql://..." or { env = "NAME" } (keeps passwords out of the file).
+std::string read_database_url(const toml::table& t, const std::string& where, EnvPolicy env) {
+  if (const toml::table* dt = t.get("database_url") ? t.get("database_url")->as_table() : nullptr) {
+    reject_unknown_keys(*dt, {"env"}, "database_url");
+    std::string var = get_string(*dt, "env", "database_url");
+    const char* value = var.empty() ? nullptr : std::getenv(var.c_str());
+    if ((!value || !*value) && env == EnvPolicy::lenient) value = "";
+    if (!value || (!*value && env == EnvPolicy::require))
+      throw ConfigError("database_url: environment variable " + (var.empty() ? "(none)" : var) +
+                        " is not set or empty");
+    return value;
+  }
+  return get_string(t, "database_url", where);
+}
+
 // A secret is either an inline string or { env = "NAME" }.
 void read_secrets(const toml::table& t, const std::string& where, ProviderConfig& p, EnvPolicy env) {
   const toml::node* n = t.get("secrets");
@@ -100,7 +168,8 @@ ProviderConfig read_provider(const toml::table& t, int index, EnvPolicy env) {
   std::string where = "provider #" + std::to_string(index);
   reject_unknown_keys(t,
                       {"name", "scheme", "secrets", "id_header", "id_json_pointer",
-                       "tolerance_seconds", "signature_header", "algorithm", "encoding", "prefix"},
+                       "tolerance_seconds", "signature_header", "algorithm", "encoding", "prefix",
+                       "backfill"},
                       where);
   ProviderConfig p;
   p.name = get_string(t, "name", where);
@@ -140,8 +209,28 @@ ProviderConfig read_provider(const toml::table& t, int index, EnvPolicy env) {
     if (p.id_header.empty() && p.id_json_pointer.empty())
       throw ConfigError(where + ": scheme \"hmac\" needs \"id_header\" or \"id_json_pointer\"");
   }
+  if (const toml::node* bn = t.get("backfill")) {
+    if (!bn->is_table()) throw ConfigError(where + ": \"backfill\" must be a table ([provider.backfill])");
+    p.backfill = read_backfill_api(*bn->as_table(), where, env);
+  }
   apply_scheme_defaults(p);
   return p;
+}
+
+// A lease must outlive the slowest provider call (connect + read, each up to
+// timeout_ms), or another worker could claim the request while it is fetched.
+void check_backfill(const Config& c) {
+  bool any = false;
+  for (const ProviderConfig& p : c.providers) {
+    if (!p.backfill) continue;
+    any = true;
+    if (std::int64_t(c.backfill.lease_s) * 1000 <= 2 * std::int64_t(p.backfill->timeout_ms))
+      throw ConfigError("[backfill] lease_s (" + std::to_string(c.backfill.lease_s) +
+                        " s) must be longer than twice provider \"" + p.name +
+                        "\" backfill timeout_ms (" + std::to_string(p.backfill->timeout_ms) + " ms)");
+  }
+  if (c.backfill.enabled && !any)
+    throw ConfigError("[backfill] enabled = true, but no provider has a [provider.backfill] table");
 }
 
 }  // namespace
@@ -171,25 +260,13 @@ Config parse_config(const std::string& toml_text, const std::string& source_name
   }
   reject_unknown_keys(root,
                       {"listen", "database_url", "max_body_bytes", "http", "database", "batching",
-                       "provider"},
+                       "backfill", "provider"},
                       "top level");
   Config c;
   c.listen = get_string(root, "listen", "top level", c.listen);
   if (c.listen.rfind(':') == std::string::npos)
     throw ConfigError("\"listen\" must be host:port, e.g. \"127.0.0.1:8080\"");
-  // database_url = "postgresql://..." or { env = "NAME" } (keeps passwords out of the file).
-  if (const toml::table* dt = root.get("database_url") ? root.get("database_url")->as_table() : nullptr) {
-    reject_unknown_keys(*dt, {"env"}, "database_url");
-    std::string var = get_string(*dt, "env", "database_url");
-    const char* value = var.empty() ? nullptr : std::getenv(var.c_str());
-    if ((!value || !*value) && env == EnvPolicy::lenient) value = "";
-    if (!value || (!*value && env == EnvPolicy::require))
-      throw ConfigError("database_url: environment variable " + (var.empty() ? "(none)" : var) +
-                        " is not set or empty");
-    c.database_url = value;
-  } else {
-    c.database_url = get_string(root, "database_url", "top level");
-  }
+  c.database_url = read_database_url(root, "top level", env);
   c.max_body_bytes = static_cast<std::size_t>(
       get_int(root, "max_body_bytes", "top level", static_cast<int>(c.max_body_bytes), 1,
               64 << 20));
@@ -227,6 +304,19 @@ Config parse_config(const std::string& toml_text, const std::string& source_name
     c.batch_max_wait_us = get_int(*b, "max_wait_us", "[batching]", c.batch_max_wait_us, 0, 100000);
   }
 
+  if (const toml::table* b = get_table(root, "backfill")) {
+    reject_unknown_keys(*b, {"enabled", "database_url", "poll_interval_ms", "batch_size", "lease_s",
+                             "max_attempts"},
+                        "[backfill]");
+    BackfillConfig& w = c.backfill;
+    w.enabled = get_bool(*b, "enabled", "[backfill]", w.enabled);
+    w.database_url = read_database_url(*b, "[backfill]", env);
+    w.poll_interval_ms = get_int(*b, "poll_interval_ms", "[backfill]", w.poll_interval_ms, 10, 3600000);
+    w.batch_size = get_int(*b, "batch_size", "[backfill]", w.batch_size, 1, 1000);
+    w.lease_s = get_int(*b, "lease_s", "[backfill]", w.lease_s, 1, 86400);
+    w.max_attempts = get_int(*b, "max_attempts", "[backfill]", w.max_attempts, 1, 1000);
+  }
+
   if (const toml::node* n = root.get("provider")) {
     const toml::array* arr = n->as_array();
     if (!arr) throw ConfigError("providers are [[provider]] tables");
@@ -241,6 +331,7 @@ Config parse_config(const std::string& toml_text, const std::string& source_name
     }
   }
   if (c.providers.empty()) throw ConfigError("no [[provider]] configured");
+  check_backfill(c);
   return c;
 }
 

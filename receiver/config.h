@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -10,6 +11,15 @@ namespace inbox {
 
 struct ConfigError : std::runtime_error {
   using std::runtime_error::runtime_error;
+};
+
+// [provider.backfill]: the provider's "get one event" API, for the backfill worker.
+struct BackfillApiConfig {
+  std::string url;                   // http(s)://host[:port]/path with {id} (URL-encoded when filled)
+  std::string auth_header;           // empty: no auth header is sent
+  std::string auth_value;            // resolved value; never logged
+  int timeout_ms = 10000;            // connect, and each read/write
+  std::string payload_json_pointer;  // empty: the whole body is the event
 };
 
 struct ProviderConfig {
@@ -26,6 +36,17 @@ struct ProviderConfig {
   std::string algorithm = "sha256";  // sha1, sha256, sha512
   std::string encoding = "hex";      // hex, base64
   std::string prefix;                // e.g. "sha256=" in front of the digest
+  std::optional<BackfillApiConfig> backfill;  // unset: the worker never claims this provider
+};
+
+// [backfill]: the worker's settings (inbox-receiver backfill, or inside serve).
+struct BackfillConfig {
+  bool enabled = false;       // also run the worker as a thread inside serve
+  std::string database_url;   // empty: the top-level database_url
+  int poll_interval_ms = 5000;
+  int batch_size = 10;        // claim_backfill max_rows
+  int lease_s = 120;          // claim_backfill lease; longer than a provider call can take
+  int max_attempts = 10;      // backfill_failed max_attempts
 };
 
 struct Config {
@@ -53,6 +74,8 @@ struct Config {
   bool batching = true;  // false: one transaction per request (benchmark baseline)
   int batch_max_events = 64;
   int batch_max_wait_us = 200;
+
+  BackfillConfig backfill;
 
   std::vector<ProviderConfig> providers;
 

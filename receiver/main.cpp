@@ -7,10 +7,12 @@
 #include <fstream>
 #include <iostream>
 #include <map>
+#include <memory>
 #include <sstream>
 #include <string>
 #include <vector>
 
+#include "backfill.h"
 #include "config.h"
 #include "http_server.h"
 #include "log.h"
@@ -74,6 +76,9 @@ int cmd_serve(const Args& args) {
 
   inbox::Receiver receiver(config);
   int port = receiver.start();
+  // Optional: the backfill worker as a thread, stopped before the receiver.
+  std::unique_ptr<inbox::BackfillThread> backfill;
+  if (config.backfill.enabled) backfill = std::make_unique<inbox::BackfillThread>(config, &receiver.metrics());
   inbox::log_line("info", "listening",
                   {{"listen", config.listen}, inbox::num("port", static_cast<long long>(port)),
                    {"batching", config.batching ? "on" : "off"},
@@ -81,6 +86,7 @@ int cmd_serve(const Args& args) {
   int sig = 0;
   sigwait(&stop_signals, &sig);
   inbox::log_line("info", "stopping", {{"signal", strsignal(sig)}});
+  backfill.reset();
   receiver.stop();
   inbox::log_line("info", "stopped");
   return 0;
@@ -99,6 +105,18 @@ int cmd_check_config(const Args& args) {
               << (p.id_header.empty() ? "JSON pointer " + p.id_json_pointer : "header " + p.id_header)
               << "\n";
   }
+  for (const auto& p : config.providers) {
+    if (!p.backfill) continue;
+    inbox::BackfillUrl url = inbox::parse_backfill_url(p.backfill->url);
+    std::cout << "  backfill " << p.name << ": GET " << url.origin
+              << inbox::path_for_humans(url.path_template)
+              << (p.backfill->auth_header.empty() ? "" : " with header " + p.backfill->auth_header)
+              << ", timeout " << p.backfill->timeout_ms << " ms"
+              << (p.backfill->payload_json_pointer.empty() ? ""
+                                                           : ", event at " + p.backfill->payload_json_pointer)
+              << "\n";
+  }
+  if (config.backfill.enabled) std::cout << "  backfill worker runs inside serve\n";
   std::cout << "Each provider must also be registered in the database, once:\n";
   for (const auto& p : config.providers)
     std::cout << "  SELECT inbox.register_provider('" << p.name << "');\n";
@@ -137,11 +155,36 @@ int cmd_sign(const Args& args) {
   return 0;
 }
 
-// The backfill worker (inbox-receiver backfill --config FILE) belongs to its
-// own issue; the name is reserved here so the dispatch shows where it goes.
-int cmd_backfill(const Args&) {
-  std::cerr << "inbox-receiver backfill: not built yet (tracked in its own issue)\n";
-  return 2;
+// The backfill worker: --once drains what is due and exits (cron, tests);
+// otherwise it polls until SIGTERM or SIGINT. Exit 1 when the database fails
+// during --once (requests stay leased until their lease expires).
+int cmd_backfill(const Args& args) {
+  Flags f = parse_flags(args, {"config"}, {"once"});
+  inbox::Config config = config_from(f);
+  if (f.has("once")) {
+    inbox::BackfillWorker worker(config);
+    inbox::BackfillStats stats;
+    std::string error;
+    bool ok = worker.drain(stats, error);
+    inbox::log_line(ok ? "info" : "error", "backfill drained",
+                    {inbox::num("fetched", stats.fetched), inbox::num("not_found", stats.not_found),
+                     inbox::num("retried", stats.retried), inbox::num("gave_up", stats.gave_up),
+                     inbox::num("lost", stats.lost), {"error", error}});
+    return ok ? 0 : 1;
+  }
+  sigset_t stop_signals;
+  sigemptyset(&stop_signals);
+  sigaddset(&stop_signals, SIGTERM);
+  sigaddset(&stop_signals, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
+  {
+    inbox::BackfillThread worker(config, nullptr);
+    int sig = 0;
+    sigwait(&stop_signals, &sig);
+    inbox::log_line("info", "stopping", {{"signal", strsignal(sig)}});
+  }  // the destructor stops the loop and waits for the request in flight
+  inbox::log_line("info", "stopped");
+  return 0;
 }
 
 struct Command {
@@ -157,7 +200,7 @@ const Command kCommands[] = {
      "sign --config FILE --provider NAME [--body FILE|-] [--id ID] [--url URL] "
      "[--format curl|headers|tsv] [--count N] [--timestamp UNIX]",
      cmd_sign},
-    {"backfill", "backfill --config FILE   (not built yet)", cmd_backfill},
+    {"backfill", "backfill --config FILE [--once]", cmd_backfill},
 };
 
 int usage(std::FILE* out) {

@@ -55,6 +55,11 @@ void Metrics::db_error(const std::string& kind) {
   ++db_errors_[kind];
 }
 
+void Metrics::backfill(const std::string& provider, const std::string& outcome) {
+  std::lock_guard<std::mutex> lock(mu_);
+  ++backfill_[{provider, outcome}];
+}
+
 std::string Metrics::render() const {
   std::string out;
   out += "# HELP inbox_receiver_requests_total HTTP requests by provider, outcome and status.\n";
@@ -74,6 +79,11 @@ std::string Metrics::render() const {
     out += "# TYPE inbox_receiver_db_errors_total counter\n";
     for (const auto& [kind, n] : db_errors_)
       out += "inbox_receiver_db_errors_total{kind=\"" + kind + "\"} " + std::to_string(n) + "\n";
+    out += "# HELP inbox_receiver_backfill_total Backfill requests handled, by provider and outcome.\n";
+    out += "# TYPE inbox_receiver_backfill_total counter\n";
+    for (const auto& [key, n] : backfill_)
+      out += "inbox_receiver_backfill_total{provider=\"" + key.first + "\",outcome=\"" + key.second +
+             "\"} " + std::to_string(n) + "\n";
   }
   out += "# HELP inbox_receiver_request_duration_seconds Time from headers read to answer.\n";
   out += "# TYPE inbox_receiver_request_duration_seconds histogram\n";

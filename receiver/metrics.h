@@ -33,6 +33,8 @@ class Metrics {
   void signature_failure(const std::string& provider);
   void batch(std::size_t events);
   void db_error(const std::string& kind);  // connect, batch, event
+  // outcome: fetched, not_found, retry, gave_up, lost, db_error (the backfill worker in serve).
+  void backfill(const std::string& provider, const std::string& outcome);
   std::string render() const;
 
  private:
@@ -40,6 +42,7 @@ class Metrics {
   std::map<std::tuple<std::string, std::string, int>, std::uint64_t> requests_;
   std::map<std::string, std::uint64_t> signature_failures_;
   std::map<std::string, std::uint64_t> db_errors_;
+  std::map<std::pair<std::string, std::string>, std::uint64_t> backfill_;
   Histogram latency_;
   Histogram batch_sizes_;
 };

@@ -3,6 +3,7 @@
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -63,6 +64,27 @@ long Db::count(const std::string& provider, const std::string& external_id) {
                            " AND external_id = " + quote(external_id)));
 }
 
+std::string login_database_url(const std::string& user, const std::string& password) {
+  // Same server and database as the superuser URL, as another role.
+  char* err = nullptr;
+  PQconninfoOption* opts = PQconninfoParse(database_url(), &err);
+  if (!opts) throw std::runtime_error(err ? err : "bad INBOX_TEST_DATABASE_URL");
+  std::string url;
+  for (PQconninfoOption* o = opts; o->keyword; ++o) {
+    std::string k = o->keyword;
+    if (!o->val || k == "user" || k == "password") continue;
+    std::string v = o->val;
+    std::string escaped;
+    for (char c : v) {
+      if (c == '\'' || c == '\\') escaped.push_back('\\');
+      escaped.push_back(c);
+    }
+    url += k + "='" + escaped + "' ";
+  }
+  PQconninfoFree(opts);
+  return url + "user=" + user + " password=" + password;
+}
+
 std::string receiver_database_url() {
   static std::once_flag once;
   static std::string url;
@@ -73,25 +95,19 @@ std::string receiver_database_url() {
         "IN ROLE inbox_receiver; EXCEPTION WHEN duplicate_object THEN NULL; END $$");
     for (const char* s : {"github", "stripe", "shopify", "slack", "standard", "hmac"})
       db.exec(std::string("SELECT inbox.register_provider('t_") + s + "')");
-    // Same server and database as the superuser URL, as the receiver's role.
-    char* err = nullptr;
-    PQconninfoOption* opts = PQconninfoParse(database_url(), &err);
-    if (!opts) throw std::runtime_error(err ? err : "bad INBOX_TEST_DATABASE_URL");
-    for (PQconninfoOption* o = opts; o->keyword; ++o) {
-      std::string k = o->keyword;
-      if (!o->val || k == "user" || k == "password") continue;
-      std::string v = o->val;
-      std::string escaped;
-      for (char c : v) {
-        if (c == '\'' || c == '\\') escaped.push_back('\\');
-        escaped.push_back(c);
-      }
-      url += k + "='" + escaped + "' ";
-    }
-    PQconninfoFree(opts);
-    url += "user=inbox_receiver_test password=inbox_receiver_test";
+    url = login_database_url("inbox_receiver_test", "inbox_receiver_test");
   });
   return url;
+}
+
+std::string worker_database_url() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    Db db;
+    db.exec("DO $$ BEGIN CREATE ROLE inbox_backfill_test LOGIN PASSWORD 'inbox_backfill_test' "
+            "IN ROLE inbox_worker; EXCEPTION WHEN duplicate_object THEN NULL; END $$");
+  });
+  return login_database_url("inbox_backfill_test", "inbox_backfill_test");
 }
 
 const std::string& run_id() {
@@ -242,6 +258,30 @@ std::vector<int> raw_statuses(int port, const std::string& bytes) {
   for (size_t at = answer.find("HTTP/1.1 "); at != std::string::npos; at = answer.find("HTTP/1.1 ", at + 1))
     out.push_back(std::stoi(answer.substr(at + 9, 3)));
   return out;
+}
+
+std::string run_command(const std::string& cmd, int* rc) {
+  std::string out;
+  FILE* p = popen(cmd.c_str(), "r");
+  if (!p) {
+    *rc = -1;
+    return out;
+  }
+  char buf[4096];
+  size_t n;
+  while ((n = fread(buf, 1, sizeof buf, p)) > 0) out.append(buf, n);
+  int status = pclose(p);
+  *rc = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return out;
+}
+
+std::string toml_string(const std::string& s) {
+  std::string out = "\"";
+  for (char c : s) {
+    if (c == '"' || c == '\\') out.push_back('\\');
+    out.push_back(c);
+  }
+  return out + "\"";
 }
 
 std::string signature_header(const std::string& scheme) {

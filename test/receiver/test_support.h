@@ -47,6 +47,13 @@ class Db {
 // (once per process). Returns the receiver's connection string.
 std::string receiver_database_url();
 
+// A login that is a member of inbox_worker and nothing else (the backfill
+// worker's), created once per process; returns its connection string.
+std::string worker_database_url();
+
+// The test database's connection string for another login (same host, port, dbname).
+std::string login_database_url(const std::string& user, const std::string& password);
+
 // A prefix unique to this test process, for external ids.
 const std::string& run_id();
 std::string unique_id(const std::string& tag);
@@ -81,6 +88,12 @@ int raw_status(int port, const std::string& bytes);
 // Sends raw bytes, reads until the server closes (or 3 s pass) and returns
 // the status of every answer found.
 std::vector<int> raw_statuses(int port, const std::string& bytes);
+
+// Runs a shell command; returns its stdout and sets *rc to its exit code.
+std::string run_command(const std::string& cmd, int* rc);
+
+// `s` as a TOML basic string.
+std::string toml_string(const std::string& s);
 
 // Header name that carries the signature for a scheme (to drop it in tests).
 std::string signature_header(const std::string& scheme);

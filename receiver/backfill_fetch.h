@@ -1,0 +1,46 @@
+// One call to a provider's "get event" API for the backfill worker, and what
+// its answer means: found (200), not found (404/410) or failed (anything else).
+#pragma once
+
+#include <httplib.h>
+
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "backfill_url.h"
+#include "config.h"
+
+namespace inbox {
+
+// Answers above this are failures: an event is far smaller, and the worker
+// must not hold an unbounded body in memory.
+constexpr std::size_t kMaxResponseBytes = 16u << 20;
+
+enum class FetchKind { found, not_found, failed };
+
+struct FetchResult {
+  FetchKind kind = FetchKind::failed;
+  int http_status = 0;           // 0: no answer (connect error, timeout)
+  std::string payload_json;      // found: the event, minified when a pointer picked it
+  std::string error;             // failed: short and safe to store and log (no body)
+  std::optional<int> retry_after_s;  // the provider's Retry-After, in seconds
+  std::string request;           // "GET /v1/events/evt_1", without host or query
+};
+
+class BackfillFetcher {
+ public:
+  explicit BackfillFetcher(const BackfillApiConfig& api);
+  FetchResult fetch(const std::string& external_id);
+  int timeout_ms() const { return api_.timeout_ms; }
+
+ private:
+  BackfillApiConfig api_;
+  BackfillUrl url_;
+  std::unique_ptr<httplib::Client> client_;  // kept: keep-alive across requests
+};
+
+// Retry-After as delta-seconds (HTTP dates are ignored), capped at one hour.
+std::optional<int> parse_retry_after(const std::string& value);
+
+}  // namespace inbox
