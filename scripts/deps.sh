@@ -3,11 +3,13 @@
 # apt-get update costs ~10 s, so a warm machine skips it.
 set -euo pipefail
 
+# pg_prove is only a Recommends of postgresql-15-pgtap, hence named here.
 packages=(
-  build-essential pkg-config cmake
-  postgresql-15 postgresql-server-dev-15 postgresql-15-cron postgresql-15-pgtap
+  build-essential pkg-config cmake perl bc curl
+  postgresql-15 postgresql-server-dev-15 postgresql-15-cron
+  postgresql-15-pgtap libtap-parser-sourcehandler-pgtap-perl
   libpq-dev libssl-dev libcpp-httplib-dev libtomlplusplus-dev libsimdjson-dev
-  googletest libgtest-dev wrk curl
+  googletest libgtest-dev wrk
 )
 
 missing=()
