@@ -64,21 +64,15 @@ void copy_message(char (&to)[512], const char *from) noexcept;
 template <typename Fn>
 auto pg_call(Fn &&fn) -> decltype(fn()) {
   using Result = decltype(fn());
-  MemoryContext caller_context = CurrentMemoryContext;
-  ErrorData *volatile edata = nullptr;
   if constexpr (std::is_void_v<Result>) {
-    PG_TRY();
-    { fn(); }
-    PG_CATCH();
-    {
-      MemoryContextSwitchTo(caller_context);
-      edata = CopyErrorData();
-      FlushErrorState();
-    }
-    PG_END_TRY();
-    if (edata) throw PostgresError(edata);
+    pg_call([&] {
+      fn();
+      return true;
+    });
   } else {
     static_assert(std::is_trivially_copyable_v<Result>, "pg_call returns plain values");
+    MemoryContext caller_context = CurrentMemoryContext;
+    ErrorData *volatile edata = nullptr;
     Result result{};
     Result *volatile out = &result;  // in memory, so longjmp cannot clobber it
     PG_TRY();

@@ -124,10 +124,8 @@ static bool for_each_form_pair(std::string_view body, Fn fn) {
   return true;
 }
 
-std::optional<std::string> form_to_json(std::string_view body) {
-  std::map<std::string, std::string> fields;
-  if (!for_each_form_pair(body, [&](std::string k, std::string v) { fields[std::move(k)] = std::move(v); }))
-    return std::nullopt;
+// {"k":"v",...} from string pairs, keys in order.
+static std::string json_object(const std::map<std::string, std::string>& fields) {
   std::string out = "{";
   for (const auto& [k, v] : fields) {
     if (out.size() > 1) out.push_back(',');
@@ -137,6 +135,13 @@ std::optional<std::string> form_to_json(std::string_view body) {
   }
   out.push_back('}');
   return out;
+}
+
+std::optional<std::string> form_to_json(std::string_view body) {
+  std::map<std::string, std::string> fields;
+  if (!for_each_form_pair(body, [&](std::string k, std::string v) { fields[std::move(k)] = std::move(v); }))
+    return std::nullopt;
+  return json_object(fields);
 }
 
 std::optional<std::string> form_field(std::string_view body, std::string_view name) {
@@ -164,15 +169,7 @@ std::string headers_json(const httplib::Headers& headers) {
     auto [it, inserted] = merged.emplace(key, value);
     if (!inserted) it->second += ", " + value;
   }
-  std::string out = "{";
-  for (const auto& [k, v] : merged) {
-    if (out.size() > 1) out.push_back(',');
-    out += json_quote(k);
-    out.push_back(':');
-    out += json_quote(v);
-  }
-  out.push_back('}');
-  return out;
+  return json_object(merged);
 }
 
 bool is_form_content_type(const std::string& content_type) {

@@ -3,25 +3,7 @@
 # suite against it: pgTAP (pg_prove), isolation specs (pg_isolation_regress),
 # receiver tests (ctest). Exits non-zero when any suite fails.
 set -euo pipefail
-cd "$(dirname "$0")/.."
-root=$PWD
-
-bash scripts/deps.sh
-make -s   # the extension and the receiver
-
-
-tmp=$(mktemp -d /tmp/pg_inbox-test.XXXXXX)
-chmod 755 "$tmp"
-# A private installation holding this checkout's build: no root, no sudo, and
-# no other checkout's `make install` can change it under the tests.
-export INBOX_PG_BINDIR
-INBOX_PG_BINDIR=$(bash scripts/pg-tree.sh "$tmp/install")
-port=$(bash scripts/cluster.sh free-port 55432)
-cleanup() { bash "$root/scripts/cluster.sh" stop "$tmp" || true; rm -rf "$tmp"; }
-trap cleanup EXIT
-bash scripts/cluster.sh create "$tmp" "$port" inbox_test
-
-export PGHOST=127.0.0.1 PGPORT=$port PGUSER=postgres PGDATABASE=inbox_test
+source "$(dirname "$0")/throwaway-cluster.sh" test 55432 inbox_test
 failed=()
 
 echo "== pgTAP"

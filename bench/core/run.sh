@@ -44,3 +44,6 @@ printf '\nduplicate storm vs first inserts (pg_inbox, same clients): 1 client %.
 psql -X -At -c "SELECT format('HOT updates on inbox.events: %s of %s (%s%%)', n_tup_hot_upd, n_tup_upd,
                   round(100.0 * n_tup_hot_upd / nullif(n_tup_upd, 0)))
                 FROM pg_stat_user_tables WHERE relid = 'inbox.events'::regclass"
+
+# Leave the database as we found it for the next suite.
+psql -X -q -c "DROP SCHEMA bench CASCADE" -c "TRUNCATE inbox.events" -c "DELETE FROM inbox.providers WHERE name = 'bench'" 2>/dev/null

@@ -65,6 +65,20 @@ RETURNS uuid LANGUAGE sql STABLE PARALLEL SAFE AS $$
     SELECT md5(concat_ws(':', event_id, attempt, extract(epoch FROM first_received_at)))::uuid
 $$;
 
+-- The check every function taking a provider name makes first.
+CREATE FUNCTION inbox._require_provider(provider text)
+RETURNS void LANGUAGE plpgsql STABLE SET search_path = pg_catalog, pg_temp AS $$
+BEGIN
+    IF provider IS NULL THEN
+        RAISE EXCEPTION 'provider must not be null' USING ERRCODE = 'null_value_not_allowed';
+    END IF;
+    IF NOT EXISTS (SELECT 1 FROM inbox.providers p WHERE p.name = provider) THEN
+        RAISE EXCEPTION 'unknown provider "%"', provider USING ERRCODE = 'undefined_object',
+              HINT = 'Register it first: SELECT inbox.register_provider(''name'');';
+    END IF;
+END
+$$;
+
 -- Register or update a provider. NULL settings use the pg_inbox.* defaults.
 CREATE FUNCTION inbox.register_provider(
     name text,

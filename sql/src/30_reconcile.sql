@@ -62,12 +62,7 @@ RETURNS void LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
     fn pg_catalog.pg_proc%ROWTYPE;
 BEGIN
-    IF provider IS NULL THEN
-        RAISE EXCEPTION 'provider must not be null' USING ERRCODE = 'null_value_not_allowed';
-    END IF;
-    IF NOT EXISTS (SELECT 1 FROM inbox.providers p WHERE p.name = provider) THEN
-        RAISE EXCEPTION 'unknown provider "%"', provider USING ERRCODE = 'undefined_object';
-    END IF;
+    PERFORM inbox._require_provider(provider);
     IF verify_function IS NOT NULL THEN
         SELECT * INTO fn FROM pg_catalog.pg_proc WHERE oid = verify_function;
         IF fn.pronargs <> 1 OR fn.proargtypes[0] <> 'inbox.events'::regtype

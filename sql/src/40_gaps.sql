@@ -69,12 +69,7 @@ CREATE FUNCTION inbox.set_id_source(
     grace interval DEFAULT '1 hour')
 RETURNS void LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
 BEGIN
-    IF provider IS NULL THEN
-        RAISE EXCEPTION 'provider must not be null' USING ERRCODE = 'null_value_not_allowed';
-    END IF;
-    IF NOT EXISTS (SELECT 1 FROM inbox.providers p WHERE p.name = provider) THEN
-        RAISE EXCEPTION 'unknown provider "%"', provider USING ERRCODE = 'undefined_object';
-    END IF;
+    PERFORM inbox._require_provider(provider);
     IF kind IS NULL THEN
         DELETE FROM inbox.gap_sources s WHERE s.provider = set_id_source.provider;
         RETURN;
@@ -131,9 +126,7 @@ BEGIN
         RAISE EXCEPTION 'external_id is % bytes, over the limit of 255', octet_length(external_id)
             USING ERRCODE = 'string_data_right_truncation';
     END IF;
-    IF NOT EXISTS (SELECT 1 FROM inbox.providers p WHERE p.name = provider) THEN
-        RAISE EXCEPTION 'unknown provider "%"', provider USING ERRCODE = 'undefined_object';
-    END IF;
+    PERFORM inbox._require_provider(provider);
     IF EXISTS (SELECT 1 FROM inbox.events e
                WHERE e.provider = tombstone.provider AND e.external_id = tombstone.external_id) THEN
         RAISE EXCEPTION 'event "%" of provider "%" exists: it cannot be tombstoned', external_id, provider

@@ -40,9 +40,8 @@ BEGIN
     IF lease IS NULL OR lease <= interval '0' THEN
         RAISE EXCEPTION 'lease must be positive' USING ERRCODE = 'invalid_parameter_value';
     END IF;
-    IF only_provider IS NOT NULL
-       AND NOT EXISTS (SELECT 1 FROM inbox.providers p WHERE p.name = only_provider) THEN
-        RAISE EXCEPTION 'unknown provider "%"', only_provider USING ERRCODE = 'undefined_object';
+    IF only_provider IS NOT NULL THEN
+        PERFORM inbox._require_provider(only_provider);
     END IF;
 
     WITH arrived AS (
