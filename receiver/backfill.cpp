@@ -35,8 +35,11 @@ DbSettings backfill_db_settings(const Config& config) {
 
 BackfillWorker::BackfillWorker(const Config& config, Metrics* metrics)
     : settings_(config.backfill), queue_(backfill_db_settings(config)), metrics_(metrics) {
-  for (const ProviderConfig& p : config.providers)
-    if (p.backfill) fetchers_[p.name] = std::make_unique<BackfillFetcher>(*p.backfill);
+  for (const ProviderConfig& p : config.providers) {
+    if (!p.backfill) continue;
+    fetchers_[p.name] = std::make_unique<BackfillFetcher>(*p.backfill);
+    if (!p.backfill->list_url.empty()) listers_[p.name] = std::make_unique<BackfillLister>(p.name, *p.backfill);
+  }
   if (fetchers_.empty()) throw ConfigError("no provider has a [provider.backfill] table: nothing to backfill");
 }
 
@@ -65,6 +68,34 @@ bool BackfillWorker::drain(BackfillStats& stats, std::string& error, const StopS
     }
   }
   return true;
+}
+
+bool BackfillWorker::list_due(BackfillStats& stats, std::string& error, const StopSignal* stop) {
+  bool ok = true;
+  auto stopped = [stop] { return stop && stop->stopped(); };
+  for (auto& [provider, lister] : listers_) {
+    if (stopped()) break;
+    if (!lister->due(std::chrono::steady_clock::now())) continue;
+    const std::int64_t now =
+        std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();
+    ListResult r = lister->list(queue_, now, stopped);
+    stats.listed += r.added;
+    if (r.outcome == ListResult::list_error || r.outcome == ListResult::db_error) ++stats.list_errors;
+    if (metrics_ && r.outcome != ListResult::no_listed_source) metrics_->backfill(provider, outcome_name(r.outcome));
+    if (r.outcome == ListResult::db_error) {
+      error = r.error;
+      ok = false;
+    }
+  }
+  return ok;
+}
+
+bool BackfillWorker::round(BackfillStats& stats, std::string& error, const StopSignal* stop) {
+  std::string list_error;
+  bool listed = list_due(stats, list_error, stop);
+  bool drained = drain(stats, error, stop);
+  if (!listed && drained) error = list_error;
+  return listed && drained;
 }
 
 bool BackfillWorker::handle(const BackfillClaim& c, BackfillFetcher& fetcher, BackfillStats& stats,
@@ -121,12 +152,13 @@ bool BackfillWorker::handle(const BackfillClaim& c, BackfillFetcher& fetcher, Ba
 void BackfillWorker::run(StopSignal& stop) {
   log_line("info", "backfill worker started",
            {num("providers", static_cast<long long>(fetchers_.size())),
+            num("listing", static_cast<long long>(listers_.size())),
             num("poll_interval_ms", static_cast<long long>(settings_.poll_interval_ms))});
   std::string last_error;
   while (!stop.stopped()) {
     BackfillStats stats;
     std::string error;
-    if (!drain(stats, error, &stop)) {
+    if (!round(stats, error, &stop)) {
       if (error != last_error) log_line("error", "backfill drain failed", {{"error", error}});
     }
     last_error = error;

@@ -1,5 +1,6 @@
-// The backfill worker: drains inbox.backfill_requests for every provider
-// with a [provider.backfill] table, one provider API call per request.
+// The backfill worker: lists the ids of `listed` id sources (providers with
+// a list_url), and drains inbox.backfill_requests for every provider with a
+// [provider.backfill] table, one provider API call per request.
 #pragma once
 
 #include <chrono>
@@ -11,6 +12,7 @@
 #include <thread>
 
 #include "backfill_fetch.h"
+#include "backfill_list.h"
 #include "backfill_queue.h"
 #include "config.h"
 #include "metrics.h"
@@ -39,6 +41,9 @@ struct BackfillStats {
   long long gave_up = 0;    // backfill_failed: 'gave_up'
   long long lost = 0;       // the lease was no longer ours: nothing changed
   long long handled() const { return fetched + not_found + retried + gave_up + lost; }
+  // Listings (list_url): ids new in inbox.listed_ids, and listings that failed.
+  long long listed = 0;
+  long long list_errors = 0;
 };
 
 class BackfillWorker {
@@ -50,7 +55,15 @@ class BackfillWorker {
   // most; false (error set) when the database failed.
   bool drain(BackfillStats& stats, std::string& error, const StopSignal* stop = nullptr);
 
-  // Drains, then sleeps poll_interval_ms, until stopped.
+  // Lists every provider with a list_url whose list_interval_s has passed
+  // (all of them on the first call); false (error set) when the database
+  // failed. A failing page is logged and counted, not an error here.
+  bool list_due(BackfillStats& stats, std::string& error, const StopSignal* stop = nullptr);
+
+  // One round: list_due, then drain (also when listing failed).
+  bool round(BackfillStats& stats, std::string& error, const StopSignal* stop = nullptr);
+
+  // Rounds, with poll_interval_ms of sleep between them, until stopped.
   void run(StopSignal& stop);
 
  private:
@@ -60,6 +73,7 @@ class BackfillWorker {
   BackfillConfig settings_;
   BackfillQueue queue_;
   std::map<std::string, std::unique_ptr<BackfillFetcher>> fetchers_;  // by provider name
+  std::map<std::string, std::unique_ptr<BackfillLister>> listers_;    // those with a list_url
   Metrics* metrics_;
 };
 

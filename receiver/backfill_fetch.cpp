@@ -13,8 +13,8 @@ std::optional<int> parse_retry_after(const std::string& value) {
   return std::min(std::stoi(value), 3600);
 }
 
-BackfillFetcher::BackfillFetcher(const BackfillApiConfig& api)
-    : api_(api), url_(parse_backfill_url(api.url)), client_(std::make_unique<httplib::Client>(url_.origin)) {
+ApiClient::ApiClient(const std::string& origin, const BackfillApiConfig& api)
+    : api_(api), client_(std::make_unique<httplib::Client>(origin)) {
   const time_t sec = api_.timeout_ms / 1000;
   const time_t usec = (api_.timeout_ms % 1000) * 1000;
   client_->set_connection_timeout(sec, usec);
@@ -64,10 +64,8 @@ bool extract_payload(const std::string& body, const std::string& pointer, std::s
 
 }  // namespace
 
-FetchResult BackfillFetcher::fetch(const std::string& external_id) {
-  FetchResult r;
-  const std::string path = fill_path(url_.path_template, external_id);
-  r.request = "GET " + path_for_humans(path);
+ApiAnswer ApiClient::get(const std::string& path) {
+  ApiAnswer r;
   httplib::Headers headers = {{"Accept", "application/json"}};
   if (!api_.auth_header.empty()) headers.emplace(api_.auth_header, api_.auth_value);
   // The body is read through a receiver so a runaway answer is cut off.
@@ -88,20 +86,36 @@ FetchResult BackfillFetcher::fetch(const std::string& external_id) {
     r.error = "no answer from the provider: " + describe(res.error());
     return r;
   }
-  res->body = std::move(body);
-  r.http_status = res->status;
-  if (res->status == 200) {
-    if (extract_payload(res->body, api_.payload_json_pointer, r.payload_json, r.error))
-      r.kind = FetchKind::found;
+  r.status = res->status;
+  r.body = std::move(body);
+  r.retry_after = res->get_header_value("Retry-After");
+  return r;
+}
+
+BackfillFetcher::BackfillFetcher(const BackfillApiConfig& api)
+    : api_(api), url_(parse_backfill_url(api.url)), client_(url_.origin, api) {}
+
+FetchResult BackfillFetcher::fetch(const std::string& external_id) {
+  FetchResult r;
+  const std::string path = fill_path(url_.path_template, external_id);
+  r.request = "GET " + path_for_humans(path);
+  ApiAnswer a = client_.get(path);
+  if (a.status == 0) {
+    r.error = a.error;
     return r;
   }
-  if (res->status == 404 || res->status == 410) {
+  r.http_status = a.status;
+  if (a.status == 200) {
+    if (extract_payload(a.body, api_.payload_json_pointer, r.payload_json, r.error)) r.kind = FetchKind::found;
+    return r;
+  }
+  if (a.status == 404 || a.status == 410) {
     r.kind = FetchKind::not_found;
     return r;
   }
   // 401/403 are configuration errors, 429/5xx transient: all retried by the SQL.
-  r.error = "HTTP " + std::to_string(res->status);
-  r.retry_after_s = parse_retry_after(res->get_header_value("Retry-After"));
+  r.error = "HTTP " + std::to_string(a.status);
+  r.retry_after_s = parse_retry_after(a.retry_after);
   return r;
 }
 

@@ -1,5 +1,7 @@
-// One call to a provider's "get event" API for the backfill worker, and what
-// its answer means: found (200), not found (404/410) or failed (anything else).
+// Calls to a provider's API for the backfill worker: ApiClient makes one
+// bounded GET (shared by the "get event" and "list events" calls), and
+// BackfillFetcher says what a "get event" answer means: found (200), not
+// found (404/410) or failed (anything else).
 #pragma once
 
 #include <httplib.h>
@@ -17,6 +19,28 @@ namespace inbox {
 // must not hold an unbounded body in memory.
 constexpr std::size_t kMaxResponseBytes = 16u << 20;
 
+// One GET's answer: status 0 and `error` set when there was none.
+struct ApiAnswer {
+  int status = 0;
+  std::string body;
+  std::string error;        // short and safe to log: never the body
+  std::string retry_after;  // the Retry-After header as sent
+};
+
+// An HTTP client for one origin with the provider's auth header and
+// timeouts; keep-alive across requests, redirects not followed.
+class ApiClient {
+ public:
+  ApiClient(const std::string& origin, const BackfillApiConfig& api);
+  // GET path (path and query); bodies over kMaxResponseBytes are an error.
+  ApiAnswer get(const std::string& path);
+  int timeout_ms() const { return api_.timeout_ms; }
+
+ private:
+  BackfillApiConfig api_;
+  std::unique_ptr<httplib::Client> client_;
+};
+
 enum class FetchKind { found, not_found, failed };
 
 struct FetchResult {
@@ -32,12 +56,12 @@ class BackfillFetcher {
  public:
   explicit BackfillFetcher(const BackfillApiConfig& api);
   FetchResult fetch(const std::string& external_id);
-  int timeout_ms() const { return api_.timeout_ms; }
+  int timeout_ms() const { return client_.timeout_ms(); }
 
  private:
   BackfillApiConfig api_;
   BackfillUrl url_;
-  std::unique_ptr<httplib::Client> client_;  // kept: keep-alive across requests
+  ApiClient client_;
 };
 
 // Retry-After as delta-seconds (HTTP dates are ignored), capped at one hour.

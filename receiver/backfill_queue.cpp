@@ -25,6 +25,23 @@ const Statement kFailed = {"inbox_backfill_failed",
                            "SELECT inbox.backfill_failed($1::bigint, $2::uuid, $3::text, "
                            "$4::int * interval '1 second', $5::int)"};
 
+const Statement kAddListed = {"inbox_add_listed", "SELECT inbox.add_listed($1::text, $2::text[], now())"};
+
+// ids as a text[] literal: every element quoted, '"' and '\\' escaped.
+std::string array_literal(const std::vector<std::string>& ids) {
+  std::string out = "{";
+  for (const std::string& id : ids) {
+    if (out.size() > 1) out.push_back(',');
+    out.push_back('"');
+    for (char c : id) {
+      if (c == '"' || c == '\\') out.push_back('\\');
+      out.push_back(c);
+    }
+    out.push_back('"');
+  }
+  return out + "}";
+}
+
 }  // namespace
 
 bool BackfillQueue::ensure(std::string& error) {
@@ -43,7 +60,7 @@ bool BackfillQueue::ensure(std::string& error) {
   std::string set = "SET statement_timeout = " + std::to_string(settings_.statement_timeout_ms);
   PgResult r(PQexec(conn_.get(), set.c_str()));
   if (PQresultStatus(r.get()) != PGRES_COMMAND_OK) return fail();
-  for (const Statement& s : {kClaim, kFetched, kNotFound, kFailed}) {
+  for (const Statement& s : {kClaim, kFetched, kNotFound, kFailed, kAddListed}) {
     r.reset(PQprepare(conn_.get(), s.name, s.sql, 0, nullptr));
     if (PQresultStatus(r.get()) != PGRES_COMMAND_OK) return fail();
   }
@@ -108,6 +125,10 @@ QueueCall BackfillQueue::failed(const BackfillClaim& c, const std::string& error
   return call(kFailed.name, {std::to_string(c.request_id), c.lease_token, error.empty() ? "error" : error,
                              retry_after_s ? std::to_string(*retry_after_s) : std::string(),
                              std::to_string(max_attempts)});
+}
+
+QueueCall BackfillQueue::add_listed(const std::string& provider, const std::vector<std::string>& ids) {
+  return call(kAddListed.name, {provider, array_literal(ids)});
 }
 
 }  // namespace inbox

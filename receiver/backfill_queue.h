@@ -1,6 +1,6 @@
 // The database side of the backfill worker: the four functions of the
-// worker contract (docs/reconciliation.md), over one libpq connection. The
-// login needs only the role inbox_worker.
+// worker contract (docs/reconciliation.md) and inbox.add_listed, over one
+// libpq connection. The login needs only the role inbox_worker.
 #pragma once
 
 #include <libpq-fe.h>
@@ -47,6 +47,10 @@ class BackfillQueue {
   // retry_after_s: the provider's Retry-After; nullopt lets the SQL back off.
   QueueCall failed(const BackfillClaim& c, const std::string& error, std::optional<int> retry_after_s,
                    int max_attempts);
+  // inbox.add_listed(provider, ids, now()): value is how many were new. At
+  // most 10000 ids; an empty list only checks the provider has a listed
+  // source (SQLSTATE 42704 when it has not).
+  QueueCall add_listed(const std::string& provider, const std::vector<std::string>& ids);
 
  private:
   struct PgConnClose {

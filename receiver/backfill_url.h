@@ -14,12 +14,20 @@ struct BackfillUrl {
 // {id} in the path or query.
 BackfillUrl parse_backfill_url(const std::string& url);
 
+// The same split for any API URL template; `key` names it in errors. No
+// placeholder is required here.
+BackfillUrl parse_api_url(const std::string& url, const std::string& key);
+
 // Percent-encodes everything but RFC 3986 unreserved characters, so an id
 // can never add a path segment or a query parameter.
 std::string url_encode(const std::string& s);
 
 // The path with every {id} replaced by the encoded id.
 std::string fill_path(const std::string& path_template, const std::string& id);
+
+// The path with every `placeholder` (e.g. "{from}") replaced by the encoded value.
+std::string fill_placeholder(const std::string& path_template, const std::string& placeholder,
+                             const std::string& value);
 
 // The path without its query (which may carry an API key): for logs and reasons.
 std::string path_for_humans(const std::string& path);

@@ -78,11 +78,66 @@ std::optional<std::string> get_string_or_env(const toml::table& t, const char* k
   return std::string(value);
 }
 
+// Pointers in the config are empty or start with '/'.
+void check_pointer(const std::string& value, const char* key, const std::string& where, const char* example) {
+  if (!value.empty() && value[0] != '/')
+    throw ConfigError(where + ": \"" + key + "\" is a JSON pointer such as \"" + example + "\"");
+}
+
+// The list_* keys of [provider.backfill]: the "list events" API. Messages
+// never quote the URL (its query may hold an API key).
+void read_list_api(const toml::table& t, const std::string& where, BackfillApiConfig& b) {
+  b.list_url = get_string(t, "list_url", where);
+  if (b.list_url.empty()) {
+    for (const char* key : {"list_time_format", "list_ids_json_pointer", "list_id_json_pointer",
+                            "list_cursor_json_pointer", "list_window_s", "list_interval_s", "list_max_pages"})
+      if (t.get(key)) throw ConfigError(where + ": \"" + key + "\" needs \"list_url\"");
+    return;
+  }
+  BackfillUrl u;
+  try {
+    u = parse_api_url(b.list_url, "list_url");
+  } catch (const ConfigError& e) {
+    throw ConfigError(where + ": " + e.what());
+  }
+  const std::string& path = u.path_template;
+  if (path.find("{from}") == std::string::npos || path.find("{to}") == std::string::npos)
+    throw ConfigError(where + ": \"list_url\" must contain {from} and {to} (the time window)");
+  if (path.find("{id}") != std::string::npos)
+    throw ConfigError(where + ": \"list_url\" may not contain {id} (it lists many events)");
+  b.list_time_format = get_string(t, "list_time_format", where, b.list_time_format);
+  if (b.list_time_format != "unix" && b.list_time_format != "rfc3339")
+    throw ConfigError(where + ": \"list_time_format\" must be unix or rfc3339");
+  b.list_ids_json_pointer = get_string(t, "list_ids_json_pointer", where);
+  check_pointer(b.list_ids_json_pointer, "list_ids_json_pointer", where, "/data");
+  b.list_id_json_pointer = get_string(t, "list_id_json_pointer", where);
+  check_pointer(b.list_id_json_pointer, "list_id_json_pointer", where, "/id");
+  b.list_cursor_json_pointer = get_string(t, "list_cursor_json_pointer", where);
+  check_pointer(b.list_cursor_json_pointer, "list_cursor_json_pointer", where, "/next_cursor");
+  const size_t cursor = path.find("{cursor}");
+  if (cursor != std::string::npos && b.list_cursor_json_pointer.empty())
+    throw ConfigError(where + ": \"list_url\" has {cursor} but \"list_cursor_json_pointer\" is not set");
+  if (cursor == std::string::npos && !b.list_cursor_json_pointer.empty())
+    throw ConfigError(where + ": \"list_cursor_json_pointer\" is set but \"list_url\" has no {cursor}");
+  // The first page has no cursor: its query parameter is left out, so it must be one.
+  if (cursor != std::string::npos && (path.find('?') == std::string::npos || cursor < path.find('?')))
+    throw ConfigError(where + ": {cursor} must be in the query of \"list_url\" (e.g. &cursor={cursor})");
+  b.list_window_s = get_int(t, "list_window_s", where, b.list_window_s, 60, 31 * 86400);
+  b.list_interval_s = get_int(t, "list_interval_s", where, b.list_interval_s, 10, 86400);
+  if (b.list_interval_s > b.list_window_s)
+    throw ConfigError(where + ": \"list_interval_s\" must not exceed \"list_window_s\", or events sent "
+                              "between two listings are never listed");
+  b.list_max_pages = get_int(t, "list_max_pages", where, b.list_max_pages, 1, 10000);
+}
+
 // [provider.backfill]: url (with {id}), optional auth header, timeout, payload pointer.
 BackfillApiConfig read_backfill_api(const toml::table& t, const std::string& provider_where,
                                     EnvPolicy env) {
   const std::string where = provider_where + " [backfill]";
-  reject_unknown_keys(t, {"url", "auth_header", "auth_value", "timeout_ms", "payload_json_pointer"},
+  reject_unknown_keys(t,
+                      {"url", "auth_header", "auth_value", "timeout_ms", "payload_json_pointer", "list_url",
+                       "list_time_format", "list_ids_json_pointer", "list_id_json_pointer",
+                       "list_cursor_json_pointer", "list_window_s", "list_interval_s", "list_max_pages"},
                       where);
   BackfillApiConfig b;
   b.url = get_string(t, "url", where);
@@ -103,8 +158,8 @@ BackfillApiConfig read_backfill_api(const toml::table& t, const std::string& pro
       throw ConfigError(where + ": \"auth_header\" and \"auth_value\" may not contain line breaks");
   b.timeout_ms = get_int(t, "timeout_ms", where, b.timeout_ms, 100, 600000);
   b.payload_json_pointer = get_string(t, "payload_json_pointer", where);
-  if (!b.payload_json_pointer.empty() && b.payload_json_pointer[0] != '/')
-    throw ConfigError(where + ": \"payload_json_pointer\" is a JSON pointer such as \"/data\"");
+  check_pointer(b.payload_json_pointer, "payload_json_pointer", where, "/data");
+  read_list_api(t, where, b);
   return b;
 }
 

@@ -20,6 +20,16 @@ struct BackfillApiConfig {
   std::string auth_value;            // resolved value; never logged
   int timeout_ms = 10000;            // connect, and each read/write
   std::string payload_json_pointer;  // empty: the whole body is the event
+
+  // The provider's "list events" API, for `listed` id sources; empty list_url: no listing.
+  std::string list_url;                  // template with {from} and {to}; optional {cursor} in the query
+  std::string list_time_format = "unix"; // how {from}/{to} are written: unix (seconds) or rfc3339 (UTC)
+  std::string list_ids_json_pointer;     // the array in the answer; empty: the body is the array
+  std::string list_id_json_pointer;      // the id inside each element; empty: the element is the id
+  std::string list_cursor_json_pointer;  // the next page's cursor (with {cursor}); absent/null/"": last page
+  int list_window_s = 3600;              // each listing covers [now - list_window_s, now]
+  int list_interval_s = 300;             // how often to list
+  int list_max_pages = 100;              // pages per listing at most
 };
 
 struct ProviderConfig {

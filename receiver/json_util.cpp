@@ -50,12 +50,8 @@ bool is_valid_json(std::string_view s) {
   return thread_parser().parse(s.data(), s.size()).get(doc) == simdjson::SUCCESS;
 }
 
-JsonIdError json_id_at(std::string_view json, const std::string& pointer, std::string& out) {
-  simdjson::dom::element doc;
-  if (thread_parser().parse(json.data(), json.size()).get(doc) != simdjson::SUCCESS)
-    return JsonIdError::not_json;
-  simdjson::dom::element v;
-  if (doc.at_pointer(pointer).get(v) != simdjson::SUCCESS) return JsonIdError::missing;
+// A scalar as id text: strings as-is, integers in decimal.
+static JsonIdError scalar_text(simdjson::dom::element v, std::string& out) {
   switch (v.type()) {
     case simdjson::dom::element_type::STRING: {
       std::string_view sv;
@@ -74,6 +70,37 @@ JsonIdError json_id_at(std::string_view json, const std::string& pointer, std::s
     default:
       return JsonIdError::not_scalar;  // floats, booleans, objects: not an id
   }
+}
+
+JsonIdError json_id_at(std::string_view json, const std::string& pointer, std::string& out) {
+  simdjson::dom::element doc;
+  if (thread_parser().parse(json.data(), json.size()).get(doc) != simdjson::SUCCESS)
+    return JsonIdError::not_json;
+  simdjson::dom::element v;
+  if (doc.at_pointer(pointer).get(v) != simdjson::SUCCESS) return JsonIdError::missing;
+  return scalar_text(v, out);
+}
+
+JsonListError json_ids_at(std::string_view json, const std::string& array_pointer,
+                          const std::string& item_pointer, std::vector<std::string>& out,
+                          long long& skipped) {
+  simdjson::dom::element doc;
+  if (thread_parser().parse(json.data(), json.size()).get(doc) != simdjson::SUCCESS)
+    return JsonListError::not_json;
+  simdjson::dom::element v;
+  if (doc.at_pointer(array_pointer).get(v) != simdjson::SUCCESS || v.is_null()) return JsonListError::missing;
+  simdjson::dom::array arr;
+  if (v.get_array().get(arr) != simdjson::SUCCESS) return JsonListError::not_array;
+  for (simdjson::dom::element item : arr) {
+    simdjson::dom::element idv = item;
+    std::string id;
+    if ((item_pointer.empty() || item.at_pointer(item_pointer).get(idv) == simdjson::SUCCESS) &&
+        scalar_text(idv, id) == JsonIdError::none)
+      out.push_back(std::move(id));
+    else
+      ++skipped;
+  }
+  return JsonListError::none;
 }
 
 static int hex_digit(char c) {

@@ -7,6 +7,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace inbox {
 
@@ -23,6 +24,16 @@ enum class JsonIdError { none, not_json, missing, not_scalar };
 
 // The value at `pointer` (RFC 6901) as text: strings as-is, integers in decimal.
 JsonIdError json_id_at(std::string_view json, const std::string& pointer, std::string& out);
+
+enum class JsonListError { none, not_json, missing, not_array };
+
+// The array at `array_pointer` ("" = the whole document) and, for each
+// element, the text at `item_pointer` inside it ("" = the element itself),
+// as json_id_at gives it. Elements without such a value are counted in
+// `skipped`, not returned.
+JsonListError json_ids_at(std::string_view json, const std::string& array_pointer,
+                          const std::string& item_pointer, std::vector<std::string>& out,
+                          long long& skipped);
 
 // application/x-www-form-urlencoded -> {"key":"value",...} (later duplicates win);
 // nullopt on bad percent-encoding or invalid UTF-8.

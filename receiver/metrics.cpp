@@ -79,7 +79,8 @@ std::string Metrics::render() const {
     out += "# TYPE inbox_receiver_db_errors_total counter\n";
     for (const auto& [kind, n] : db_errors_)
       out += "inbox_receiver_db_errors_total{kind=\"" + kind + "\"} " + std::to_string(n) + "\n";
-    out += "# HELP inbox_receiver_backfill_total Backfill requests handled, by provider and outcome.\n";
+    out += "# HELP inbox_receiver_backfill_total Backfill requests handled and listings made, "
+           "by provider and outcome.\n";
     out += "# TYPE inbox_receiver_backfill_total counter\n";
     for (const auto& [key, n] : backfill_)
       out += "inbox_receiver_backfill_total{provider=\"" + key.first + "\",outcome=\"" + key.second +

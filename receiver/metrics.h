@@ -33,7 +33,8 @@ class Metrics {
   void signature_failure(const std::string& provider);
   void batch(std::size_t events);
   void db_error(const std::string& kind);  // connect, batch, event
-  // outcome: fetched, not_found, retry, gave_up, lost, db_error (the backfill worker in serve).
+  // outcome: fetched, not_found, retry, gave_up, lost, db_error (the backfill worker in serve);
+  // and per listing: listed, list_truncated, list_error.
   void backfill(const std::string& provider, const std::string& outcome);
   std::string render() const;
 

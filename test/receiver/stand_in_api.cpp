@@ -20,6 +20,20 @@ StandInApi::StandInApi() {
     if (!a.retry_after.empty()) res.set_header("Retry-After", a.retry_after);
     res.set_content(a.body.empty() ? "{\"error\":\"x\"}" : a.body, "application/json");
   });
+  server_.Get("/v1/events", [this](const httplib::Request& req, httplib::Response& res) {
+    ListCall call;
+    for (const auto& [k, v] : req.params) call.params[k] = v;
+    call.authorization = req.get_header_value("Authorization");
+    std::function<Answer(const ListCall&)> handler;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      list_calls_.push_back(call);
+      handler = list_handler_;
+    }
+    Answer a = handler ? handler(call) : Answer{404, "{}", "", 0};
+    res.status = a.status;
+    res.set_content(a.body.empty() ? "{}" : a.body, "application/json");
+  });
   server_.set_tcp_nodelay(true);
   port_ = server_.bind_to_any_port("127.0.0.1");
   thread_ = std::thread([this] { server_.listen_after_bind(); });
@@ -33,6 +47,20 @@ StandInApi::~StandInApi() {
 
 std::string StandInApi::url_template() const {
   return "http://127.0.0.1:" + std::to_string(port_) + "/v1/events/{id}";
+}
+
+std::string StandInApi::list_url(const std::string& query) const {
+  return "http://127.0.0.1:" + std::to_string(port_) + "/v1/events?" + query;
+}
+
+void StandInApi::on_list(std::function<Answer(const ListCall&)> handler) {
+  std::lock_guard<std::mutex> lock(mu_);
+  list_handler_ = std::move(handler);
+}
+
+std::vector<StandInApi::ListCall> StandInApi::list_calls() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return list_calls_;
 }
 
 void StandInApi::event(const std::string& id, const std::string& body) { always(id, {200, body, "", 0}); }

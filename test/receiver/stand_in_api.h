@@ -1,5 +1,6 @@
-// A local stand-in for a provider's "get event" API (GET /v1/events/{id}) on
-// 127.0.0.1: the only thing the backfill tests fake.
+// A local stand-in for a provider's "get event" API (GET /v1/events/{id}) and
+// "list events" API (GET /v1/events?...) on 127.0.0.1: the only thing the
+// backfill tests fake.
 #pragma once
 
 #include <httplib.h>
@@ -45,6 +46,17 @@ class StandInApi {
   void on_request(std::function<void(const std::string&)> hook);
   std::vector<Call> calls() const;
 
+  // One GET /v1/events: its decoded query parameters and auth header.
+  struct ListCall {
+    std::map<std::string, std::string> params;
+    std::string authorization;
+  };
+  // http://127.0.0.1:PORT/v1/events?QUERY
+  std::string list_url(const std::string& query) const;
+  // Answers every list call (default: 404).
+  void on_list(std::function<Answer(const ListCall&)> handler);
+  std::vector<ListCall> list_calls() const;
+
  private:
   Answer answer_for(const std::string& id);
 
@@ -56,6 +68,8 @@ class StandInApi {
   std::map<std::string, std::deque<Answer>> scripted_;
   std::function<void(const std::string&)> hook_;
   std::vector<Call> calls_;
+  std::function<Answer(const ListCall&)> list_handler_;
+  std::vector<ListCall> list_calls_;
 };
 
 }  // namespace inbox::test

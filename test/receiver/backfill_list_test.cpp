@@ -1,0 +1,395 @@
+// Listing for `listed` id sources: the list_* keys of [provider.backfill],
+// and the worker paging through a stand-in "list events" API on 127.0.0.1
+// into inbox.listed_ids (real database, a login with inbox_worker only).
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdlib>
+#include <fstream>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "backfill.h"
+#include "backfill_list.h"
+#include "http_server.h"
+#include "stand_in_api.h"
+#include "test_support.h"
+
+using namespace inbox;
+using namespace inbox::test;
+using namespace std::chrono_literals;
+
+namespace {
+
+const char* const kToken = "Bearer list-token-for-tests";
+
+std::string list_toml(const std::string& list_keys) {
+  return "database_url = \"postgresql://x@127.0.0.1/db\"\n"
+         "[[provider]]\nname = \"shop\"\nscheme = \"stripe\"\nsecrets = [\"s\"]\n"
+         "[provider.backfill]\nurl = \"https://api.example.com/v1/events/{id}\"\n" +
+         list_keys;
+}
+
+std::string list_error(const std::string& list_keys) {
+  try {
+    parse_config(list_toml(list_keys));
+  } catch (const ConfigError& e) {
+    return e.what();
+  }
+  return "(no error)";
+}
+
+TEST(ListConfig, KeysAndDefaults) {
+  Config c = parse_config(list_toml(
+      "list_url = \"https://api.example.com/v1/events?from={from}&to={to}&after={cursor}\"\n"
+      "list_time_format = \"rfc3339\"\nlist_ids_json_pointer = \"/data\"\nlist_id_json_pointer = \"/id\"\n"
+      "list_cursor_json_pointer = \"/next\"\nlist_window_s = 7200\nlist_interval_s = 600\nlist_max_pages = 5\n"));
+  const BackfillApiConfig& b = *c.providers[0].backfill;
+  EXPECT_EQ(b.list_time_format, "rfc3339");
+  EXPECT_EQ(b.list_ids_json_pointer, "/data");
+  EXPECT_EQ(b.list_id_json_pointer, "/id");
+  EXPECT_EQ(b.list_cursor_json_pointer, "/next");
+  EXPECT_EQ(b.list_window_s, 7200);
+  EXPECT_EQ(b.list_interval_s, 600);
+  EXPECT_EQ(b.list_max_pages, 5);
+  // Defaults: unix seconds, the element is the id, an hour every 5 minutes, 100 pages.
+  Config d = parse_config(list_toml("list_url = \"https://api.example.com/v1/events?since={from}&until={to}\"\n"));
+  const BackfillApiConfig& e = *d.providers[0].backfill;
+  EXPECT_EQ(e.list_time_format, "unix");
+  EXPECT_EQ(e.list_id_json_pointer, "");
+  EXPECT_EQ(e.list_window_s, 3600);
+  EXPECT_EQ(e.list_interval_s, 300);
+  EXPECT_EQ(e.list_max_pages, 100);
+  // No list_url: no listing.
+  EXPECT_EQ(parse_config(list_toml("")).providers[0].backfill->list_url, "");
+}
+
+TEST(ListConfig, BadKeysAreClearErrors) {
+  const std::string base = "list_url = \"https://api.example.com/v1/events?key=SECRETQ";
+  EXPECT_NE(list_error(base + "&to={to}\"\n").find("must contain {from} and {to}"), std::string::npos);
+  EXPECT_NE(list_error(base + "&from={from}\"\n").find("must contain {from} and {to}"), std::string::npos);
+  EXPECT_NE(list_error(base + "&from={from}&to={to}&c={cursor}\"\n")
+                .find("has {cursor} but \"list_cursor_json_pointer\" is not set"),
+            std::string::npos);
+  EXPECT_NE(list_error(base + "&from={from}&to={to}\"\nlist_cursor_json_pointer = \"/next\"\n")
+                .find("\"list_cursor_json_pointer\" is set but \"list_url\" has no {cursor}"),
+            std::string::npos);
+  EXPECT_NE(list_error("list_url = \"https://x/v1/{cursor}/events?from={from}&to={to}\"\n"
+                       "list_cursor_json_pointer = \"/next\"\n")
+                .find("{cursor} must be in the query"),
+            std::string::npos);
+  EXPECT_NE(list_error(base + "&from={from}&to={to}&id={id}\"\n").find("may not contain {id}"), std::string::npos);
+  EXPECT_NE(list_error(base + "&from={from}&to={to}\"\nlist_time_format = \"iso\"\n").find("unix or rfc3339"),
+            std::string::npos);
+  EXPECT_NE(list_error(base + "&from={from}&to={to}\"\nlist_ids_json_pointer = \"data\"\n").find("JSON pointer"),
+            std::string::npos);
+  EXPECT_NE(list_error(base + "&from={from}&to={to}\"\nlist_id_json_pointer = \"id\"\n").find("JSON pointer"),
+            std::string::npos);
+  EXPECT_NE(list_error(base + "&from={from}&to={to}\"\nlist_window_s = 600\nlist_interval_s = 900\n")
+                .find("\"list_interval_s\" must not exceed \"list_window_s\""),
+            std::string::npos);
+  EXPECT_NE(list_error(base + "&from={from}&to={to}\"\nlist_max_pages = 0\n").find("between 1 and 10000"),
+            std::string::npos);
+  EXPECT_NE(list_error("list_url = \"ftp://x/events?from={from}&to={to}\"\n").find("http:// or https://"),
+            std::string::npos);
+  EXPECT_NE(list_error("list_window_s = 600\n").find("\"list_window_s\" needs \"list_url\""), std::string::npos);
+  // No message quotes the URL: its query may carry an API key.
+  for (const std::string& keys : {base + "&to={to}\"\n", base + "&from={from}&to={to}&c={cursor}\"\n",
+                                  base + "&from={from}&to={to}\"\nlist_time_format = \"iso\"\n"})
+    EXPECT_EQ(list_error(keys).find("SECRETQ"), std::string::npos) << list_error(keys);
+}
+
+TEST(ListUrl, WindowAndCursorAreFilledIn) {
+  const std::string t = "/v1/events?from={from}&to={to}&limit=100&after={cursor}";
+  EXPECT_EQ(list_page_path(t, "1", "2", ""), "/v1/events?from=1&to=2&limit=100");
+  EXPECT_EQ(list_page_path(t, "1", "2", "c/2 x"), "/v1/events?from=1&to=2&limit=100&after=c%2F2%20x");
+  EXPECT_EQ(list_page_path("/e?after={cursor}&from={from}&to={to}", "a", "b", ""), "/e?from=a&to=b");
+  EXPECT_EQ(format_list_time(1764511200, "unix"), "1764511200");
+  EXPECT_EQ(format_list_time(1764511200, "rfc3339"), "2025-11-30T14:00:00Z");
+  EXPECT_EQ(list_page_path("/e?from={from}&to={to}", format_list_time(0, "rfc3339"), "x", ""),
+            "/e?from=1970-01-01T00%3A00%3A00Z&to=x");
+}
+
+class ListTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    REQUIRE_DATABASE();
+    static std::atomic<int> n{0};
+    provider_ = "t_ls_" + run_id() + "_" + std::to_string(++n);
+    db_ = std::make_unique<Db>();
+    p_ = db_->quote(provider_);
+    db_->exec("SELECT inbox.register_provider(" + p_ + ")");
+    db_->exec("SELECT inbox.set_id_source(" + p_ + ", 'listed', grace => '0 seconds')");
+  }
+
+  Config config(const std::string& query, const std::string& cursor_pointer = "/next") const {
+    Config c;
+    c.database_url = worker_database_url();
+    ProviderConfig p = test_provider("stripe");
+    p.name = provider_;
+    BackfillApiConfig b;
+    b.url = api_.url_template();
+    b.auth_header = "Authorization";
+    b.auth_value = kToken;
+    b.timeout_ms = 2000;
+    b.list_url = api_.list_url(query);
+    b.list_ids_json_pointer = "/data";
+    b.list_id_json_pointer = "/id";
+    b.list_cursor_json_pointer = cursor_pointer;
+    p.backfill = b;
+    c.providers.push_back(p);
+    return c;
+  }
+
+  BackfillStats round(const Config& c, bool expect_ok = true) {
+    BackfillWorker worker(c);
+    BackfillStats stats;
+    std::string error;
+    EXPECT_EQ(worker.round(stats, error), expect_ok) << error;
+    return stats;
+  }
+
+  std::string listed() {
+    return db_->scalar("SELECT string_agg(external_id, ',' ORDER BY external_id) FROM inbox.listed_ids "
+                       "WHERE provider = " + p_)
+        .value_or("");
+  }
+
+  // Page 1 (no cursor) lists a and b, page 2 (cursor c2) lists c and ends.
+  void two_pages() {
+    api_.on_list([](const StandInApi::ListCall& call) -> StandInApi::Answer {
+      auto it = call.params.find("after");
+      if (it == call.params.end())
+        return {200, R"({"data":[{"id":"lst_a"},{"id":"lst_b","type":"x"}],"next":"c2"})", "", 0};
+      if (it->second == "c2") return {200, R"({"data":[{"id":"lst_c"}],"next":null})", "", 0};
+      return {400, "{}", "", 0};
+    });
+  }
+
+  std::string provider_, p_;
+  std::unique_ptr<Db> db_;
+  StandInApi api_;
+};
+
+std::int64_t to_int(const std::string& s) { return std::stoll(s); }
+
+TEST_F(ListTest, TwoPagesWithACursorAreLoaded) {
+  two_pages();
+  const std::int64_t before = unix_now();
+  BackfillStats s = round(config("from={from}&to={to}&after={cursor}"));
+  const std::int64_t after = unix_now();
+  EXPECT_EQ(s.listed, 3);
+  EXPECT_EQ(s.list_errors, 0);
+  EXPECT_EQ(listed(), "lst_a,lst_b,lst_c");
+
+  auto calls = api_.list_calls();
+  ASSERT_EQ(calls.size(), 2u);
+  EXPECT_EQ(calls[0].params.count("after"), 0u);  // first page: no cursor parameter
+  EXPECT_EQ(calls[1].params.at("after"), "c2");
+  for (const auto& c : calls) {
+    EXPECT_EQ(c.authorization, kToken);
+    // The window: [now - 3600, now] in unix seconds, the same on every page.
+    const std::int64_t from = to_int(c.params.at("from")), to = to_int(c.params.at("to"));
+    EXPECT_EQ(to - from, 3600);
+    EXPECT_GE(to, before);
+    EXPECT_LE(to, after);
+    EXPECT_EQ(c.params.at("to"), calls[0].params.at("to"));
+  }
+
+  // Listing again adds nothing new: ids already listed are skipped.
+  EXPECT_EQ(round(config("from={from}&to={to}&after={cursor}")).listed, 0);
+  EXPECT_EQ(*db_->scalar("SELECT count(*) FROM inbox.listed_ids WHERE provider = " + p_), "3");
+}
+
+TEST_F(ListTest, Rfc3339WindowAndIdsAsElements) {
+  api_.on_list([](const StandInApi::ListCall&) -> StandInApi::Answer {
+    return {200, R"({"ids":["lst_x", 42, null, {"no":"id"}, ""]})", "", 0};
+  });
+  Config c = config("since={from}&until={to}", "");
+  c.providers[0].backfill->list_time_format = "rfc3339";
+  c.providers[0].backfill->list_window_s = 86400;
+  c.providers[0].backfill->list_ids_json_pointer = "/ids";
+  c.providers[0].backfill->list_id_json_pointer = "";
+  BackfillStats s = round(c);
+  EXPECT_EQ(s.listed, 2);
+  EXPECT_EQ(listed(), "42,lst_x");  // integers are ids too; null, objects and "" are skipped
+  auto calls = api_.list_calls();
+  ASSERT_EQ(calls.size(), 1u);
+  const std::string since = calls[0].params.at("since"), until = calls[0].params.at("until");
+  ASSERT_EQ(since.size(), 20u) << since;
+  EXPECT_EQ(since[10], 'T');
+  EXPECT_EQ(since.back(), 'Z');
+  // A day apart, ending now.
+  EXPECT_EQ(*db_->scalar("SELECT extract(epoch FROM " + db_->quote(until) + "::timestamptz - " + db_->quote(since) +
+                         "::timestamptz)::int"),
+            "86400");
+  EXPECT_EQ(*db_->scalar("SELECT abs(extract(epoch FROM now() - " + db_->quote(until) + "::timestamptz)) < 10"), "t");
+}
+
+// A page that fails stops this provider's listing for the round: what came
+// before it is loaded, the failure is counted, and the next round lists again.
+TEST_F(ListTest, FailingPageIsCountedAndTheLoopSurvives) {
+  std::atomic<int> failures{1};
+  api_.on_list([&failures](const StandInApi::ListCall& call) -> StandInApi::Answer {
+    if (call.params.count("after") == 0) return {200, R"({"data":[{"id":"lst_1"}],"next":"p2"})", "", 0};
+    if (failures.fetch_sub(1) > 0) return {500, R"({"error":"boom"})", "", 0};
+    return {200, R"({"data":[{"id":"lst_2"}]})", "", 0};
+  });
+  Config c = config("from={from}&to={to}&after={cursor}");
+  BackfillStats s = round(c);  // the drain still runs: the round is not a database failure
+  EXPECT_EQ(s.list_errors, 1);
+  EXPECT_EQ(s.listed, 1);
+  EXPECT_EQ(listed(), "lst_1");
+
+  // The loop (as in serve or `backfill` without --once) lists every
+  // list_interval_s: the page fails once more, then the listing succeeds.
+  failures = 1;
+  c.providers[0].backfill->list_interval_s = 1;
+  c.backfill.poll_interval_ms = 50;
+  {
+    BackfillThread worker(c, nullptr);
+    for (int i = 0; i < 100 && listed() != "lst_1,lst_2"; ++i) std::this_thread::sleep_for(50ms);
+  }
+  EXPECT_EQ(listed(), "lst_1,lst_2");
+  EXPECT_GE(api_.list_calls().size(), 6u);  // 2 + (2 failing, 2 succeeding)
+}
+
+TEST_F(ListTest, BadAnswersAndPageLimitStopTheListing) {
+  std::atomic<int> page{0};
+  api_.on_list([&page](const StandInApi::ListCall&) -> StandInApi::Answer {
+    ++page;
+    // Never a last page: a new cursor every time.
+    return {200, "{\"data\":[{\"id\":\"lst_p" + std::to_string(page.load()) + "\"}],\"next\":\"n" +
+                     std::to_string(page.load()) + "\"}",
+            "", 0};
+  });
+  Config c = config("from={from}&to={to}&after={cursor}");
+  c.providers[0].backfill->list_max_pages = 3;
+  BackfillStats s = round(c);
+  EXPECT_EQ(s.listed, 3);
+  EXPECT_EQ(s.list_errors, 0);  // truncated: logged as a warning, the ids are kept
+  EXPECT_EQ(api_.list_calls().size(), 3u);
+
+  // A cursor that does not move, and answers that are not lists: errors, not loops.
+  for (const char* body : {R"({"data":[],"next":"same"})", "<html>", R"({"data":{"id":"x"}})", R"({"other":[]})",
+                           R"({"data":[],"next":{"a":1}})"}) {
+    std::string b = body;
+    api_.on_list([b](const StandInApi::ListCall&) -> StandInApi::Answer { return {200, b, "", 0}; });
+    size_t calls = api_.list_calls().size();
+    EXPECT_EQ(round(c).list_errors, 1) << body;
+    EXPECT_LE(api_.list_calls().size() - calls, 2u) << body;
+  }
+}
+
+TEST_F(ListTest, ProviderWithoutAListedSourceIsNotListed) {
+  two_pages();
+  db_->exec("SELECT inbox.set_id_source(" + p_ + ", 'sequence', 'evt_{n}')");
+  BackfillStats s = round(config("from={from}&to={to}&after={cursor}"));
+  EXPECT_EQ(s.listed, 0);
+  EXPECT_EQ(s.list_errors, 0);
+  EXPECT_EQ(api_.list_calls().size(), 0u);
+}
+
+// Issue 4 end to end with a listed source: the provider lists A..J, only
+// some arrive as webhooks; `backfill --once` (the built binary, a login with
+// inbox_worker only) loads the list, scan_gaps requests the missing ones,
+// the next `backfill --once` fetches them. Each listed id ends present once.
+TEST_F(ListTest, EndToEndListedIdsEndExactlyOnce) {
+  const std::vector<std::string> all = {"A", "B", "C", "D", "E", "F", "G", "H", "I", "J"};
+  const std::set<std::string> delivered = {"A", "C", "D", "G", "J"};
+  auto id_of = [](const std::string& x) { return "lst_evt_" + x; };
+  auto body_of = [&](const std::string& x, const char* from) {
+    return "{\"id\":\"" + id_of(x) + "\",\"object\":\"event\",\"from\":\"" + from + "\"}";
+  };
+  std::string page1 = "{\"data\":[", page2 = "{\"data\":[";
+  for (size_t i = 0; i < all.size(); ++i) {
+    std::string& page = i < 6 ? page1 : page2;
+    if (page.back() != '[') page += ",";
+    page += "{\"id\":\"" + id_of(all[i]) + "\"}";
+    api_.event(id_of(all[i]), body_of(all[i], "api"));
+  }
+  page1 += "],\"next\":\"p2\"}";
+  page2 += "]}";
+  api_.on_list([page1, page2](const StandInApi::ListCall& call) -> StandInApi::Answer {
+    return {200, call.params.count("after") ? page2 : page1, "", 0};
+  });
+
+  // Some are delivered through the real HTTP path, one of them twice.
+  Config rc = test_config();
+  ProviderConfig pc = test_provider("stripe");
+  pc.name = provider_;
+  rc.providers.push_back(pc);
+  Receiver receiver(rc);
+  int port = receiver.start();
+  auto sign = signer("stripe", kNewSecret);
+  for (const std::string& x : delivered) {
+    HttpResult r = post(port, "/webhooks/" + provider_, sign->sign(body_of(x, "webhook"), id_of(x), unix_now()));
+    EXPECT_EQ(r.status, 200) << r.body;
+  }
+  post(port, "/webhooks/" + provider_, sign->sign(body_of("A", "webhook"), id_of("A"), unix_now()));
+  receiver.stop();
+
+  const std::string dir = "/tmp/inbox-list-e2e-" + run_id();
+  std::system(("mkdir -p " + dir).c_str());
+  const std::string config = dir + "/list.toml";
+  setenv("INBOX_TEST_LIST_TOKEN", kToken, 1);
+  std::ofstream(config) << "database_url = " << toml_string(worker_database_url()) << "\n"
+                        << "[[provider]]\nname = " << toml_string(provider_) << "\nscheme = \"stripe\"\n"
+                        << "secrets = [" << toml_string(kNewSecret) << "]\n"
+                        << "[provider.backfill]\nurl = " << toml_string(api_.url_template()) << "\n"
+                        << "auth_header = \"Authorization\"\nauth_value = { env = \"INBOX_TEST_LIST_TOKEN\" }\n"
+                        << "timeout_ms = 2000\n"
+                        << "list_url = " << toml_string(api_.list_url("from={from}&to={to}&after={cursor}")) << "\n"
+                        << "list_ids_json_pointer = \"/data\"\nlist_id_json_pointer = \"/id\"\n"
+                        << "list_cursor_json_pointer = \"/next\"\n";
+  const std::string once = std::string(INBOX_RECEIVER_BIN) + " backfill --once --config " + config + " 2>&1";
+  int code = -1;
+  std::string out = run_command(once, &code);
+  EXPECT_EQ(code, 0) << out;
+  EXPECT_NE(out.find("\"msg\":\"backfill list\",\"provider\":\"" + provider_ + "\",\"outcome\":\"listed\""),
+            std::string::npos)
+      << out;
+  EXPECT_NE(out.find("\"fetched\":0,"), std::string::npos) << out;
+  EXPECT_NE(out.find("\"listed\":10,\"list_errors\":0"), std::string::npos) << out;
+
+  // The scan finds the five that never arrived; zero grace: requested at once.
+  std::string scan = *db_->scalar("SELECT inbox.scan_gaps(" + p_ + ")::text");
+  EXPECT_EQ(*db_->scalar("SELECT (" + db_->quote(scan) + "::jsonb ->> 'requested')"), "5") << scan;
+
+  out = run_command(once, &code);
+  EXPECT_EQ(code, 0) << out;
+  EXPECT_NE(out.find("\"fetched\":5,\"not_found\":0"), std::string::npos) << out;
+  EXPECT_NE(out.find("\"listed\":0,\"list_errors\":0"), std::string::npos) << out;
+  // No secret and no payload in the log.
+  EXPECT_EQ(out.find("list-token-for-tests"), std::string::npos);
+  EXPECT_EQ(out.find("\"object\""), std::string::npos);
+
+  // A listing that fails is one log line, counted; the run still exits 0.
+  api_.on_list([](const StandInApi::ListCall&) -> StandInApi::Answer { return {503, "{\"secret\":\"body\"}", "", 0}; });
+  out = run_command(once, &code);
+  EXPECT_EQ(code, 0) << out;
+  EXPECT_NE(out.find("\"outcome\":\"list_error\""), std::string::npos) << out;
+  EXPECT_NE(out.find("\"error\":\"HTTP 503 from GET /v1/events (page 1)\""), std::string::npos) << out;
+  EXPECT_NE(out.find("\"list_errors\":1"), std::string::npos) << out;
+  EXPECT_EQ(out.find("\"secret\""), std::string::npos) << out;
+  EXPECT_EQ(out.find("list-token-for-tests"), std::string::npos);
+  std::system(("rm -rf " + dir).c_str());
+
+  for (const std::string& x : all) EXPECT_EQ(db_->count(provider_, id_of(x)), 1) << x;
+  EXPECT_EQ(*db_->scalar("SELECT count(*) FROM inbox.events WHERE provider = " + p_), "10");
+  EXPECT_EQ(*db_->scalar("SELECT string_agg(external_id, ',' ORDER BY external_id) FROM inbox.events "
+                         "WHERE provider = " + p_ + " AND source = 'backfill'"),
+            "lst_evt_B,lst_evt_E,lst_evt_F,lst_evt_H,lst_evt_I");
+  for (const auto& c : api_.list_calls()) EXPECT_EQ(c.authorization, kToken);
+  // Nothing is left: a rescan finds no gap.
+  scan = *db_->scalar("SELECT inbox.scan_gaps(" + p_ + ")::text");
+  EXPECT_EQ(*db_->scalar("SELECT (" + db_->quote(scan) + "::jsonb ->> 'open')"), "0") << scan;
+  EXPECT_EQ(*db_->scalar("SELECT count(*) FROM inbox.find_gaps(" + p_ + ", now() - interval '1 hour', now() + "
+                         "interval '1 minute')"),
+            "0");
+}
+
+}  // namespace
