@@ -93,6 +93,36 @@ FROM inbox.events e WHERE e.id = $1
                              {INT8OID, UUIDOID},
                              nullptr};
 
+// complete_batch: one UPDATE for the batch, and for every element it did not
+// complete, the facts lease_state() reads (the snapshot predates the UPDATE,
+// which only touched the completed rows).
+KeptPlan complete_batch_plan = {R"SQL(
+WITH input AS (
+    SELECT t.id, t.token, t.ord FROM unnest($1, $2) WITH ORDINALITY AS t(id, token, ord)
+), completed AS (
+    UPDATE inbox.events e
+       SET status = 'done', processed_at = now(), lease_expires_at = NULL
+      FROM input i
+     WHERE e.id = i.id AND e.lease_token = i.token AND e.status = 'processing'
+    RETURNING e.id, e.lease_token
+)
+SELECT i.id,
+       c.id IS NOT NULL,
+       e.id IS NOT NULL,
+       e.status = 'done' AND e.lease_token = i.token,
+       CASE WHEN c.id IS NULL THEN
+         EXISTS (SELECT 1 FROM generate_series(1, e.attempts) AS k
+                 WHERE inbox._lease_token(e.id, k, e.first_received_at) = i.token) END
+FROM input i
+LEFT JOIN (SELECT DISTINCT id, lease_token FROM completed) c
+       ON c.id = i.id AND c.lease_token = i.token
+LEFT JOIN inbox.events e ON e.id = i.id
+ORDER BY i.ord
+)SQL",
+                                2,
+                                {INT8ARRAYOID, UUIDARRAYOID},
+                                nullptr};
+
 enum class LeaseState { kMissingEvent, kNeverIssued, kLost, kAlreadyDone };
 
 // Call inside pg_call, SPI connected.
@@ -202,6 +232,79 @@ INBOX_SQL_FUNCTION(inbox_complete) {
   });
   throw_if_bad_lease(state, PG_GETARG_INT64(0));
   return BoolGetDatum(state == LeaseState::kAlreadyDone);
+}
+
+INBOX_SQL_FUNCTION(inbox_complete_batch) {
+  require_arg(fcinfo, 0, "ids");
+  require_arg(fcinfo, 1, "lease_tokens");
+  struct Lengths {
+    int ids, tokens, dimensions;
+    bool nulls;
+  };
+  Lengths lengths = pg_call([&] {
+    ArrayType *ids = PG_GETARG_ARRAYTYPE_P(0);
+    ArrayType *tokens = PG_GETARG_ARRAYTYPE_P(1);
+    return Lengths{ArrayGetNItems(ARR_NDIM(ids), ARR_DIMS(ids)),
+                   ArrayGetNItems(ARR_NDIM(tokens), ARR_DIMS(tokens)),
+                   Max(ARR_NDIM(ids), ARR_NDIM(tokens)),
+                   array_contains_nulls(ids) || array_contains_nulls(tokens)};
+  });
+  if (lengths.nulls)
+    throw InboxError(ERRCODE_NULL_VALUE_NOT_ALLOWED, "ids and lease_tokens must not contain nulls");
+  if (lengths.dimensions > 1)
+    throw InboxError(ERRCODE_ARRAY_SUBSCRIPT_ERROR, "ids and lease_tokens must be one-dimensional");
+  if (lengths.ids != lengths.tokens)
+    throw InboxError(ERRCODE_ARRAY_SUBSCRIPT_ERROR, "ids and lease_tokens must have the same length",
+                     "Lengths: " + std::to_string(lengths.ids) + ", " +
+                         std::to_string(lengths.tokens) + ".");
+  if (lengths.ids > kMaxClaimRows)
+    throw InboxError(ERRCODE_PROGRAM_LIMIT_EXCEEDED,
+                     "a batch holds at most " + std::to_string(kMaxClaimRows) + " events, got " +
+                         std::to_string(lengths.ids));
+
+  // One state per element; the first bad one (missing, never issued) wins.
+  struct Result {
+    Datum outcomes;
+    bool bad;
+    LeaseState bad_state;
+    int64 bad_id;
+  };
+  Result result = pg_call([&] {
+    Datum args[2] = {PG_GETARG_DATUM(0), PG_GETARG_DATUM(1)};
+    SPI_connect();
+    execute_kept(complete_batch_plan, args, nullptr, false, 0);
+    Result r{(Datum)0, false, LeaseState::kLost, 0};
+    auto *outcomes = static_cast<Datum *>(SPI_palloc(Max(SPI_processed, 1) * sizeof(Datum)));
+    for (uint64 row = 0; row < SPI_processed; ++row) {
+      bool isnull;
+      HeapTuple tuple = SPI_tuptable->vals[row];
+      TupleDesc desc = SPI_tuptable->tupdesc;
+      bool completed = DatumGetBool(SPI_getbinval(tuple, desc, 2, &isnull));
+      bool exists = DatumGetBool(SPI_getbinval(tuple, desc, 3, &isnull));
+      Datum done_datum = SPI_getbinval(tuple, desc, 4, &isnull);
+      bool already_done = !isnull && DatumGetBool(done_datum);
+      Datum issued_datum = SPI_getbinval(tuple, desc, 5, &isnull);
+      bool issued = !isnull && DatumGetBool(issued_datum);
+      LeaseState state = !exists ? LeaseState::kMissingEvent
+                         : completed || already_done ? LeaseState::kAlreadyDone
+                         : issued ? LeaseState::kLost
+                                  : LeaseState::kNeverIssued;
+      if ((state == LeaseState::kMissingEvent || state == LeaseState::kNeverIssued) && !r.bad) {
+        r.bad = true;
+        r.bad_state = state;
+        r.bad_id = DatumGetInt64(SPI_getbinval(tuple, desc, 1, &isnull));
+      }
+      outcomes[row] = BoolGetDatum(state == LeaseState::kAlreadyDone);
+    }
+    uint64 count = SPI_processed;
+    SPI_finish();
+    r.outcomes = PointerGetDatum(
+        construct_array(outcomes, static_cast<int>(count), BOOLOID, 1, true, TYPALIGN_CHAR));
+    return r;
+  });
+  // The batch is all or nothing, like ingest_batch: the error rolls it back.
+  if (result.bad) throw_if_bad_lease(result.bad_state, result.bad_id);
+  return result.outcomes;
 }
 
 INBOX_SQL_FUNCTION(inbox_fail) {

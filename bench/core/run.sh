@@ -9,8 +9,8 @@ clients=${BENCH_CLIENTS:-8}
 rounds=2
 
 psql -X -q -v ON_ERROR_STOP=1 -f setup.sql >/dev/null
-# Enough backlog that claim never runs dry: rounds * seconds * ~60k rows/s.
-psql -X -q -v ON_ERROR_STOP=1 -v backlog=$((rounds * seconds * 60000)) -f populate.sql >/dev/null
+# Enough backlog that the two claim workloads never run dry.
+psql -X -q -v ON_ERROR_STOP=1 -v backlog=$((2 * rounds * seconds * 60000)) -f populate.sql >/dev/null
 
 tps() {  # script clients -> transactions per second
   pgbench -n -c "$2" -j 2 -T "$seconds" -f "$1" 2>/dev/null |
@@ -18,10 +18,10 @@ tps() {  # script clients -> transactions per second
 }
 
 printf '%-34s %8s %12s %12s %7s\n' workload clients "raw rows/s" "inbox rows/s" ratio
-compare() {  # label script rows_per_tx clients
-  local raw=0 ours=0
+compare() {  # label script rows_per_tx clients [raw script, default raw_SCRIPT]
+  local raw=0 ours=0 raw_script=${5:-raw_$2}
   for _ in $(seq $rounds); do
-    raw=$(echo "$raw + $(tps "raw_$2" "$4")" | bc -l)
+    raw=$(echo "$raw + $(tps "$raw_script" "$4")" | bc -l)
     ours=$(echo "$ours + $(tps "$2" "$4")" | bc -l)
   done
   raw=$(echo "$raw * $3 / $rounds" | bc -l)
@@ -33,7 +33,8 @@ compare() {  # label script rows_per_tx clients
 compare "ingest, 1 per transaction" ingest_one.sql 1 1
 compare "ingest, 1 per transaction" ingest_one.sql 1 "$clients"
 compare "ingest_batch, 100 per transaction" ingest_batch.sql 100 "$clients"
-compare "claim 100 + complete, 1 transaction" claim_complete.sql 100 "$clients"
+compare "claim 100 + complete each" claim_complete.sql 100 "$clients"
+compare "claim 100 + complete_batch" claim_complete_batch.sql 100 "$clients" raw_claim_complete.sql
 compare "duplicate storm (processed ids)" duplicate_storm.sql 1 1
 compare "duplicate storm (processed ids)" duplicate_storm.sql 1 "$clients"
 

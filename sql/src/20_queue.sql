@@ -18,6 +18,13 @@ LANGUAGE C VOLATILE SECURITY DEFINER SET search_path = pg_catalog, pg_temp;
 COMMENT ON FUNCTION inbox.complete(bigint, uuid) IS
   'Mark a leased event done; false when the lease was lost to another claim';
 
+CREATE FUNCTION inbox.complete_batch(ids bigint[], lease_tokens uuid[])
+RETURNS boolean[]
+AS 'MODULE_PATHNAME', 'inbox_complete_batch'
+LANGUAGE C VOLATILE SECURITY DEFINER SET search_path = pg_catalog, pg_temp;
+COMMENT ON FUNCTION inbox.complete_batch(bigint[], uuid[]) IS
+  'complete() for many events in one statement; one result per element, in input order';
+
 CREATE FUNCTION inbox.fail(
     id bigint,
     lease_token uuid,

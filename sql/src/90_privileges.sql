@@ -28,5 +28,6 @@ GRANT EXECUTE ON FUNCTION
 GRANT EXECUTE ON FUNCTION
     inbox.claim(int, interval, text),
     inbox.complete(bigint, uuid),
+    inbox.complete_batch(bigint[], uuid[]),
     inbox.fail(bigint, uuid, text, interval)
   TO inbox_worker;

@@ -1,7 +1,7 @@
 -- Least privilege: the receiver may only ingest, the worker may only claim,
 -- complete and fail; neither reads or writes a table directly.
 BEGIN;
-SELECT plan(16);
+SELECT plan(17);
 
 SELECT inbox.register_provider('stripe');
 SELECT inbox.ingest('stripe', 'seed', '{}');
@@ -27,6 +27,8 @@ CREATE TEMP TABLE claimed AS SELECT id, lease_token FROM inbox.claim(10);
 SELECT is((SELECT count(*)::int FROM claimed), 3, 'worker can claim');
 SELECT ok(inbox.complete(id, lease_token), 'worker can complete') FROM claimed ORDER BY id LIMIT 1;
 SELECT is(inbox.fail(id, lease_token, 'x'), 'retry', 'worker can fail') FROM claimed ORDER BY id DESC LIMIT 1;
+SELECT is(inbox.complete_batch(ARRAY[id], ARRAY[lease_token]), ARRAY[true], 'worker can complete a batch')
+  FROM claimed ORDER BY id LIMIT 1;
 SELECT throws_ok($$ SELECT inbox.ingest('stripe', 'w', '{}') $$, '42501', NULL, 'worker cannot ingest');
 SELECT throws_ok($$ UPDATE inbox.events SET status = 'done' $$, '42501', NULL, 'worker cannot update events directly');
 RESET ROLE;
