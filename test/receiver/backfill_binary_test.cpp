@@ -95,21 +95,10 @@ TEST_F(BackfillBinaryTest, PollsUntilSigterm) {
   for (int i = 0; i < 100 && db.count(provider_, "evt_poll") == 0; ++i) std::this_thread::sleep_for(50ms);
   EXPECT_EQ(db.count(provider_, "evt_poll"), 1);
 
-  kill(pid, SIGTERM);
-  int status = 0;
-  pid_t waited = 0;
-  for (int i = 0; i < 200 && waited == 0; ++i) {
-    std::this_thread::sleep_for(50ms);
-    waited = waitpid(pid, &status, WNOHANG);
-  }
-  if (waited == 0) {
-    kill(pid, SIGKILL);
-    waitpid(pid, &status, 0);
-    FAIL() << "no exit within 10 s of SIGTERM";
-  }
+  int status = terminate_and_wait(pid);
+  ASSERT_NE(status, -1) << "no exit within 10 s of SIGTERM";
   EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
-  std::ifstream in(log);
-  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  std::string text = read_file(log);
   EXPECT_NE(text.find("\"outcome\":\"fetched\""), std::string::npos) << text;
   EXPECT_NE(text.find("\"msg\":\"stopped\""), std::string::npos) << text;
 }

@@ -26,18 +26,6 @@ using namespace std::chrono_literals;
 
 namespace {
 
-// A port nothing listens on: bound without listen, then closed.
-int closed_port() {
-  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr);
-  socklen_t len = sizeof addr;
-  getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
-  ::close(fd);
-  return ntohs(addr.sin_port);
-}
 
 const char* const kToken = "Bearer backfill-token-for-tests";
 
@@ -283,7 +271,7 @@ TEST_F(BackfillTest, ErrorsAreRetriedWithBackoffThenSucceed) {
 
 TEST_F(BackfillTest, ConnectErrorIsRetriedAndMaxAttemptsGivesUp) {
   Config c = config();
-  c.providers[0].backfill->url = "http://127.0.0.1:" + std::to_string(closed_port()) + "/v1/events/{id}";
+  c.providers[0].backfill->url = "http://127.0.0.1:" + std::to_string(unused_loopback_port()) + "/v1/events/{id}";
   c.backfill.max_attempts = 2;
   request("evt_unreachable");
   EXPECT_EQ(drain(c).retried, 1);

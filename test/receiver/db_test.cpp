@@ -33,18 +33,6 @@ SignedRequest stripe_event(const std::string& id, const std::string& extra = "")
   return signer("stripe", kNewSecret)->sign(body, id, unix_now());
 }
 
-// A port nobody listens on right now (bind to 0, read it, close).
-int free_port() {
-  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr);
-  socklen_t len = sizeof addr;
-  getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
-  ::close(fd);
-  return ntohs(addr.sin_port);
-}
 
 long metric(const std::string& text, const std::string& series) {
   size_t at = text.find(series + " ");
@@ -334,7 +322,7 @@ TEST_F(BinaryTest, CheckConfigAndSign) {
 TEST_F(BinaryTest, ServeAnswersAndStopsOnSigterm) {
   REQUIRE_DATABASE();
   // A free port: bind port 0, read it, release it for the child.
-  int port = free_port();
+  int port = unused_loopback_port();
   std::string config = write_config(port, receiver_database_url());
   std::string log = dir_ + "/serve.log";
   pid_t pid = fork();
@@ -354,21 +342,10 @@ TEST_F(BinaryTest, ServeAnswersAndStopsOnSigterm) {
   Db db;
   EXPECT_EQ(db.count("t_stripe", id), 1);
 
-  kill(pid, SIGTERM);
-  int status = 0;
-  pid_t waited = 0;
-  for (int i = 0; i < 200 && waited == 0; ++i) {
-    std::this_thread::sleep_for(50ms);
-    waited = waitpid(pid, &status, WNOHANG);
-  }
-  if (waited == 0) {
-    kill(pid, SIGKILL);
-    waitpid(pid, &status, 0);
-    FAIL() << "no exit within 10 s of SIGTERM";
-  }
+  int status = terminate_and_wait(pid);
+  ASSERT_NE(status, -1) << "no exit within 10 s of SIGTERM";
   EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
-  std::ifstream in(log);
-  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  std::string text = read_file(log);
   EXPECT_NE(text.find("\"msg\":\"stopped\""), std::string::npos) << text;
   EXPECT_NE(text.find("\"external_id\":\"" + id + "\""), std::string::npos);
   // No secret and no payload in the log.

@@ -7,6 +7,10 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <csignal>
+#include <fstream>
+#include <iterator>
+#include <thread>
 #include <cstdlib>
 #include <mutex>
 #include <random>
@@ -291,6 +295,35 @@ std::string signature_header(const std::string& scheme) {
   if (scheme == "slack") return "X-Slack-Signature";
   if (scheme == "standard") return "webhook-signature";
   return "X-Signature";
+}
+
+int unused_loopback_port() {
+  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr);
+  socklen_t len = sizeof addr;
+  getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
+  ::close(fd);
+  return ntohs(addr.sin_port);
+}
+
+int terminate_and_wait(pid_t pid) {
+  kill(pid, SIGTERM);
+  int status = 0;
+  for (int i = 0; i < 200; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    if (waitpid(pid, &status, WNOHANG) == pid) return status;
+  }
+  kill(pid, SIGKILL);
+  waitpid(pid, &status, 0);
+  return -1;
+}
+
+std::string read_file(const std::string& path) {
+  std::ifstream in(path);
+  return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
 }
 
 }  // namespace inbox::test

@@ -2,6 +2,8 @@
 // config with one provider per scheme, and small HTTP clients.
 #pragma once
 
+#include <sys/types.h>
+
 #include <gtest/gtest.h>
 #include <httplib.h>
 #include <libpq-fe.h>
@@ -94,6 +96,16 @@ std::string run_command(const std::string& cmd, int* rc);
 
 // `s` as a TOML basic string.
 std::string toml_string(const std::string& s);
+
+// A loopback port nothing listens on right now (bound to 0, read, closed).
+int unused_loopback_port();
+
+// SIGTERM to pid, then waits up to 10 s. Returns the wait status, or -1 when
+// the process had to be killed.
+int terminate_and_wait(pid_t pid);
+
+// A whole file as a string.
+std::string read_file(const std::string& path);
 
 // Header name that carries the signature for a scheme (to drop it in tests).
 std::string signature_header(const std::string& scheme);
