@@ -64,6 +64,7 @@ INFO
 
 receiver_pid=""
 stop_all() {
+  trap - EXIT INT TERM   # once, whichever signal came first
   [ -n "$receiver_pid" ] && kill "$receiver_pid" 2>/dev/null && wait "$receiver_pid" 2>/dev/null
   bash "$root/scripts/cluster.sh" stop "$dir"
   echo "stopped"
