@@ -44,13 +44,13 @@ SELECT external_id FROM inbox.events
 WHERE provider = $1 AND external_id >= $2 AND external_id <= $3
 ORDER BY external_id
 )SQL",
-                         3, {TEXTOID, TEXTOID, TEXTOID}, nullptr};
+                         3, {TEXTOID, TEXTOID, TEXTOID}, nullptr, 0};
 KeptPlan tombstones_range = {R"SQL(
 SELECT external_id FROM inbox.tombstones
 WHERE provider = $1 AND external_id >= $2 AND external_id <= $3
 ORDER BY external_id
 )SQL",
-                             3, {TEXTOID, TEXTOID, TEXTOID}, nullptr};
+                             3, {TEXTOID, TEXTOID, TEXTOID}, nullptr, 0};
 
 // Per-id probes of the rest of a block, for a stretch where longer ids
 // interleave so densely that range reads would keep jumping: a jump costs a
@@ -309,12 +309,6 @@ void reader_destroy(DestReceiver *) {}
 // Reads provider's keys in [lower, upper], in index order, into reader.
 void read_range(KeptPlan &plan, Datum provider, const char *lower, const char *upper,
                 KeyReader *reader) {
-  if (plan.plan == nullptr) {
-    SPIPlanPtr prepared = SPI_prepare(plan.sql, plan.nargs, plan.argtypes);
-    if (prepared == nullptr || SPI_keepplan(prepared) != 0)
-      elog(ERROR, "pg_inbox: could not prepare statement: %s", SPI_result_code_string(SPI_result));
-    plan.plan = prepared;
-  }
   ParamListInfo params = makeParamList(3);
   Datum values[3] = {provider, CStringGetTextDatum(lower), CStringGetTextDatum(upper)};
   for (int i = 0; i < 3; ++i) {
@@ -333,7 +327,7 @@ void read_range(KeptPlan &plan, Datum provider, const char *lower, const char *u
   SPIExecuteOptions options{};
   options.params = params;
   options.dest = &reader->receiver;
-  int rc = SPI_execute_plan_extended(plan.plan, &options);
+  int rc = SPI_execute_plan_extended(kept_plan(plan), &options);
   if (rc < 0) elog(ERROR, "pg_inbox: statement failed: %s", SPI_result_code_string(rc));
 }
 

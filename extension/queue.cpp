@@ -85,8 +85,7 @@ RETURNING e.status = 'dead'
 // Why complete/fail changed nothing: which tokens this event ever had.
 KeptPlan lease_state_plan = {R"SQL(
 SELECT e.status = 'done' AND e.lease_token = $2,
-       EXISTS (SELECT 1 FROM generate_series(1, e.attempts) AS k
-               WHERE inbox._lease_token(e.id, k, e.first_received_at) = $2)
+       inbox._lease_token_issued(e.id, e.attempts, e.first_received_at, $2)
 FROM inbox.events e WHERE e.id = $1
 )SQL",
                              2,
@@ -111,8 +110,7 @@ SELECT i.id,
        e.id IS NOT NULL,
        e.status = 'done' AND e.lease_token = i.token,
        CASE WHEN c.id IS NULL THEN
-         EXISTS (SELECT 1 FROM generate_series(1, e.attempts) AS k
-                 WHERE inbox._lease_token(e.id, k, e.first_received_at) = i.token) END
+         inbox._lease_token_issued(e.id, e.attempts, e.first_received_at, i.token) END
 FROM input i
 LEFT JOIN (SELECT DISTINCT id, lease_token FROM completed) c
        ON c.id = i.id AND c.lease_token = i.token
@@ -125,15 +123,21 @@ ORDER BY i.ord
 
 enum class LeaseState { kMissingEvent, kNeverIssued, kLost, kAlreadyDone };
 
+// Why a token did not (or no longer does) complete its event.
+LeaseState classify_lease(bool exists, bool done_with_token, bool issued) {
+  if (!exists) return LeaseState::kMissingEvent;
+  if (done_with_token) return LeaseState::kAlreadyDone;
+  return issued ? LeaseState::kLost : LeaseState::kNeverIssued;
+}
+
 // Call inside pg_call, SPI connected.
 LeaseState lease_state(Datum *args) {
   execute_kept(lease_state_plan, args, nullptr, true, 1);
-  if (SPI_processed == 0) return LeaseState::kMissingEvent;
+  if (SPI_processed == 0) return classify_lease(false, false, false);
   bool isnull;
-  bool already_done = DatumGetBool(result_value(0, 1, &isnull)) && !isnull;
-  bool issued = DatumGetBool(result_value(0, 2, &isnull));
-  if (already_done) return LeaseState::kAlreadyDone;
-  return issued ? LeaseState::kLost : LeaseState::kNeverIssued;
+  bool done_with_token = DatumGetBool(result_value(0, 1, &isnull)) && !isnull;
+  bool issued = DatumGetBool(result_value(0, 2, &isnull)) && !isnull;
+  return classify_lease(true, done_with_token, issued);
 }
 
 void throw_if_bad_lease(LeaseState state, int64 id) {
@@ -285,10 +289,7 @@ INBOX_SQL_FUNCTION(inbox_complete_batch) {
       bool already_done = !isnull && DatumGetBool(done_datum);
       Datum issued_datum = SPI_getbinval(tuple, desc, 5, &isnull);
       bool issued = !isnull && DatumGetBool(issued_datum);
-      LeaseState state = !exists ? LeaseState::kMissingEvent
-                         : completed || already_done ? LeaseState::kAlreadyDone
-                         : issued ? LeaseState::kLost
-                                  : LeaseState::kNeverIssued;
+      LeaseState state = classify_lease(exists, completed || already_done, issued);
       if ((state == LeaseState::kMissingEvent || state == LeaseState::kNeverIssued) && !r.bad) {
         r.bad = true;
         r.bad_state = state;

@@ -2,8 +2,7 @@
 
 namespace pg_inbox {
 
-int execute_kept(KeptPlan &plan, Datum *values, const char *nulls, bool read_only,
-                 long max_rows) {
+SPIPlanPtr kept_plan(KeptPlan &plan) {
   if (plan.plan == nullptr) {
     SPIPlanPtr prepared =
         SPI_prepare_cursor(plan.sql, plan.nargs, plan.argtypes, plan.cursor_options);
@@ -13,7 +12,12 @@ int execute_kept(KeptPlan &plan, Datum *values, const char *nulls, bool read_onl
     if (SPI_keepplan(prepared) != 0) elog(ERROR, "pg_inbox: could not keep statement");
     plan.plan = prepared;
   }
-  int rc = SPI_execute_plan(plan.plan, values, nulls, read_only, max_rows);
+  return plan.plan;
+}
+
+int execute_kept(KeptPlan &plan, Datum *values, const char *nulls, bool read_only,
+                 long max_rows) {
+  int rc = SPI_execute_plan(kept_plan(plan), values, nulls, read_only, max_rows);
   if (rc < 0) elog(ERROR, "pg_inbox: statement failed: %s", SPI_result_code_string(rc));
   return rc;
 }

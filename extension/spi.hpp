@@ -17,6 +17,9 @@ struct KeptPlan {
   int cursor_options = CURSOR_OPT_GENERIC_PLAN;
 };
 
+// The prepared statement, prepared and kept on first use.
+SPIPlanPtr kept_plan(KeptPlan &plan);
+
 // Prepares plan on first use, then executes it. Returns the SPI result code.
 int execute_kept(KeptPlan &plan, Datum *values, const char *nulls, bool read_only,
                  long max_rows);

@@ -79,6 +79,15 @@ BEGIN
 END
 $$;
 
+-- Whether token was issued for any attempt of the event so far: a token that
+-- was superseded, as opposed to one that never existed.
+CREATE FUNCTION inbox._lease_token_issued(event_id bigint, attempts int,
+                                          first_received_at timestamptz, token uuid)
+RETURNS boolean LANGUAGE sql STABLE PARALLEL SAFE AS $$
+    SELECT EXISTS (SELECT 1 FROM pg_catalog.generate_series(1, attempts) AS k
+                   WHERE inbox._lease_token(event_id, k, first_received_at) = token)
+$$;
+
 -- Register or update a provider. NULL settings use the pg_inbox.* defaults.
 CREATE FUNCTION inbox.register_provider(
     name text,

@@ -206,7 +206,8 @@ HttpResult get(int port, const std::string& path) {
   return to_result(cli.Get(path.c_str()));
 }
 
-int raw_status(int port, const std::string& bytes) {
+// A TCP connection to 127.0.0.1:port, or -1.
+static int connect_loopback(int port) {
   int fd = ::socket(AF_INET, SOCK_STREAM, 0);
   sockaddr_in addr{};
   addr.sin_family = AF_INET;
@@ -214,8 +215,14 @@ int raw_status(int port, const std::string& bytes) {
   addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
   if (::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) {
     ::close(fd);
-    return 0;
+    return -1;
   }
+  return fd;
+}
+
+int raw_status(int port, const std::string& bytes) {
+  int fd = connect_loopback(port);
+  if (fd < 0) return 0;
   timeval tv{10, 0};
   setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
   size_t sent = 0;
@@ -239,15 +246,8 @@ int raw_status(int port, const std::string& bytes) {
 
 std::vector<int> raw_statuses(int port, const std::string& bytes) {
   std::vector<int> out;
-  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_port = htons(static_cast<uint16_t>(port));
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  if (::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) {
-    ::close(fd);
-    return out;
-  }
+  int fd = connect_loopback(port);
+  if (fd < 0) return out;
   timeval tv{3, 0};
   setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
   ::send(fd, bytes.data(), bytes.size(), MSG_NOSIGNAL);
