@@ -12,12 +12,12 @@
 #include <string>
 #include <vector>
 
-#include "backfill.h"
-#include "config.h"
-#include "http_server.h"
-#include "log.h"
-#include "providers/provider.h"
-#include "sign_command.h"
+#include "backfill/backfill.h"
+#include "common/config.h"
+#include "intake/http_server.h"
+#include "common/log.h"
+#include "intake/providers/provider.h"
+#include "intake/sign_command.h"
 
 namespace {
 
@@ -57,7 +57,9 @@ Flags parse_flags(const Args& args, const std::vector<std::string>& with_value,
 
 inbox::Config config_from(const Flags& f, inbox::EnvPolicy env = inbox::EnvPolicy::require) {
   if (!f.has("config")) throw inbox::ConfigError("--config FILE is required");
-  return inbox::load_config(f.get("config"), env);
+  inbox::Config c = inbox::load_config(f.get("config"), env);
+  inbox::apply_schemes(c);
+  return c;
 }
 
 int cmd_serve(const Args& args) {

@@ -12,9 +12,9 @@
 #include <thread>
 #include <vector>
 
-#include "backfill.h"
-#include "backfill_list.h"
-#include "http_server.h"
+#include "backfill/backfill.h"
+#include "backfill/backfill_list.h"
+#include "intake/http_server.h"
 #include "stand_in_api.h"
 #include "test_support.h"
 

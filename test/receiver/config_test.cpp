@@ -5,8 +5,8 @@
 #include <cstdlib>
 #include <filesystem>
 
-#include "config.h"
-#include "providers/provider.h"
+#include "common/config.h"
+#include "intake/providers/provider.h"
 
 using namespace inbox;
 
@@ -14,7 +14,8 @@ namespace {
 
 std::string error_of(const std::string& toml) {
   try {
-    parse_config(toml);
+    Config c = parse_config(toml);
+    apply_schemes(c);  // which schemes exist is intake's (schemes.cpp)
   } catch (const ConfigError& e) {
     return e.what();
   }
@@ -47,6 +48,7 @@ signature_header = "X-Acme-Signature"
 algorithm = "sha1"
 id_json_pointer = "/event/id"
 )");
+  apply_schemes(c);
   EXPECT_EQ(c.listen, "0.0.0.0:9000");
   EXPECT_FALSE(c.batching);
   EXPECT_EQ(c.max_body_bytes, 1u << 20);

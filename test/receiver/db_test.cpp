@@ -17,9 +17,9 @@
 #include <thread>
 #include <vector>
 
-#include "group_commit.h"
-#include "http_server.h"
-#include "sign_command.h"
+#include "intake/group_commit.h"
+#include "intake/http_server.h"
+#include "intake/sign_command.h"
 #include "test_support.h"
 
 using namespace inbox;

@@ -6,8 +6,8 @@
 #include <algorithm>
 #include <cctype>
 
-#include "json_util.h"
-#include "sign_command.h"
+#include "common/json_util.h"
+#include "intake/sign_command.h"
 #include "test_support.h"
 
 using namespace inbox;

@@ -14,8 +14,8 @@
 #include <string>
 #include <vector>
 
-#include "config.h"
-#include "providers/provider.h"
+#include "common/config.h"
+#include "intake/providers/provider.h"
 
 namespace inbox::test {
 

@@ -6,7 +6,7 @@
 #include <future>
 #include <thread>
 
-#include "thread_pool.h"
+#include "intake/thread_pool.h"
 
 using namespace std::chrono_literals;
 
