@@ -314,9 +314,11 @@ Config parse_config(const std::string& toml_text, const std::string& source_name
 
   if (const toml::table* h = get_table(root, "http")) {
     reject_unknown_keys(*h, {"threads", "read_timeout_ms", "write_timeout_ms",
-                             "keep_alive_timeout_s", "keep_alive_max_requests", "backlog", "max_queued"},
+                             "keep_alive_timeout_s", "keep_alive_max_requests", "backlog", "max_queued",
+                             "max_connections", "max_header_bytes", "max_header_count", "min_body_rate",
+                             "drain_ms"},
                         "[http]");
-    c.http_threads = get_int(*h, "threads", "[http]", c.http_threads, 2, 4096);
+    c.http_threads = get_int(*h, "threads", "[http]", c.http_threads, 0, 256);
     c.read_timeout_ms = get_int(*h, "read_timeout_ms", "[http]", c.read_timeout_ms, 10, 600000);
     c.write_timeout_ms = get_int(*h, "write_timeout_ms", "[http]", c.write_timeout_ms, 10, 600000);
     c.keep_alive_timeout_s =
@@ -325,10 +327,15 @@ Config parse_config(const std::string& toml_text, const std::string& source_name
         get_int(*h, "keep_alive_max_requests", "[http]", c.keep_alive_max_requests, 1, 1000000);
     c.listen_backlog = get_int(*h, "backlog", "[http]", c.listen_backlog, 1, 65535);
     c.http_max_queued = get_int(*h, "max_queued", "[http]", c.http_max_queued, 1, 100000);
+    c.max_connections = get_int(*h, "max_connections", "[http]", c.max_connections, 1, 1000000);
+    c.max_header_bytes = get_int(*h, "max_header_bytes", "[http]", c.max_header_bytes, 1024, 1 << 20);
+    c.max_header_count = get_int(*h, "max_header_count", "[http]", c.max_header_count, 8, 10000);
+    c.min_body_rate = get_int(*h, "min_body_rate", "[http]", c.min_body_rate, 1, 1 << 30);
+    c.drain_ms = get_int(*h, "drain_ms", "[http]", c.drain_ms, 0, 600000);
   }
   if (const toml::table* d = get_table(root, "database")) {
     reject_unknown_keys(*d, {"pool_size", "connect_timeout_s", "statement_timeout_ms",
-                             "deadline_ms", "retry_after_s"},
+                             "deadline_ms", "retry_after_s", "max_queued_bytes"},
                         "[database]");
     c.pool_size = get_int(*d, "pool_size", "[database]", c.pool_size, 1, 256);
     c.connect_timeout_s =
@@ -337,6 +344,8 @@ Config parse_config(const std::string& toml_text, const std::string& source_name
         get_int(*d, "statement_timeout_ms", "[database]", c.statement_timeout_ms, 0, 600000);
     c.deadline_ms = get_int(*d, "deadline_ms", "[database]", c.deadline_ms, 10, 600000);
     c.retry_after_s = get_int(*d, "retry_after_s", "[database]", c.retry_after_s, 1, 3600);
+    c.max_queued_bytes = static_cast<std::size_t>(
+        get_int(*d, "max_queued_bytes", "[database]", static_cast<int>(c.max_queued_bytes), 1 << 16, 1 << 30));
   }
   if (const toml::table* b = get_table(root, "batching")) {
     reject_unknown_keys(*b, {"enabled", "max_events", "max_wait_us"}, "[batching]");

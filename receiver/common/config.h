@@ -65,13 +65,18 @@ struct Config {
   std::size_t max_body_bytes = 1 << 20;
 
   // [http]
-  int http_threads = 64;  // bounded pool; a keep-alive connection holds one thread
-  int read_timeout_ms = 5000;
+  int http_threads = 0;  // I/O threads of the listener; 0: one per core (at least 2)
+  int read_timeout_ms = 5000;  // total deadline for a request head, from its first byte
   int write_timeout_ms = 5000;
   int keep_alive_timeout_s = 5;
   int keep_alive_max_requests = 1000;
   int listen_backlog = 1024;
-  int http_max_queued = 64;  // accepted connections waiting for a thread; then the accept loop waits
+  int http_max_queued = 64;  // obsolete since 0.2.0 (no thread per connection); accepted, unused
+  int max_connections = 1000;     // open connections; past it new ones are closed at once
+  int max_header_bytes = 16384;   // request line + headers; past it: 431
+  int max_header_count = 100;     // header lines; past it: 431
+  int min_body_rate = 16384;      // bytes/s a body must arrive at (after read_timeout_ms of grace)
+  int drain_ms = 10000;           // on SIGTERM: time for requests in flight to be answered
 
   // [database]
   int pool_size = 2;  // connections, one flusher thread each (few: bigger batches)
@@ -79,6 +84,7 @@ struct Config {
   int statement_timeout_ms = 3000;
   int deadline_ms = 5000;  // not committed by then: answer 503
   int retry_after_s = 5;   // Retry-After on 503
+  std::size_t max_queued_bytes = 64 << 20;  // events waiting for a commit; past it: 503 at once
 
   // [batching]
   bool batching = true;  // false: one transaction per request (benchmark baseline)

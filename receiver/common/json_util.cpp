@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cstring>
 #include <map>
 
 namespace inbox {
@@ -45,9 +46,156 @@ static simdjson::dom::parser& thread_parser() {
   return parser;
 }
 
+namespace {
+
+// RFC 8259 validation without converting numbers: jsonb stores any number
+// exactly (numeric), so 99999999999999999999 and 1e309 are valid here too,
+// where simdjson's DOM refuses them. Iterative (an explicit stack), so a
+// hostile nesting depth cannot overflow ours.
+struct JsonValidator {
+  const char* p;
+  const char* end;
+
+  void ws() {
+    while (p < end && (*p == ' ' || *p == '\t' || *p == '\n' || *p == '\r')) ++p;
+  }
+  bool lit(const char* word) {
+    for (; *word; ++word, ++p)
+      if (p >= end || *p != *word) return false;
+    return true;
+  }
+  bool digits() {
+    const char* b = p;
+    while (p < end && *p >= '0' && *p <= '9') ++p;
+    return p > b;
+  }
+  bool number() {
+    if (p < end && *p == '-') ++p;
+    if (p < end && *p == '0') ++p;
+    else if (!digits()) return false;
+    if (p < end && *p == '.') {
+      ++p;
+      if (!digits()) return false;
+    }
+    if (p < end && (*p == 'e' || *p == 'E')) {
+      ++p;
+      if (p < end && (*p == '+' || *p == '-')) ++p;
+      if (!digits()) return false;
+    }
+    return true;
+  }
+  bool string() {  // at the opening quote; UTF-8 is checked separately
+    ++p;
+    while (p < end) {
+      unsigned char c = static_cast<unsigned char>(*p++);
+      if (c == '"') return true;
+      if (c < 0x20) return false;
+      if (c != '\\') continue;
+      if (p >= end) return false;
+      char e = *p++;
+      if (e == 'u') {
+        for (int i = 0; i < 4; ++i, ++p)
+          if (p >= end || !std::isxdigit(static_cast<unsigned char>(*p))) return false;
+      } else if (!std::strchr("\"\\/bfnrt", e) || e == 0) {
+        return false;
+      }
+    }
+    return false;
+  }
+  bool value_scalar() {
+    if (p >= end) return false;
+    switch (*p) {
+      case '"': return string();
+      case 't': return lit("true");
+      case 'f': return lit("false");
+      case 'n': return lit("null");
+      default: return number();
+    }
+  }
+  bool run() {
+    std::vector<char> stack;  // '{' or '['
+    ws();
+    for (;;) {
+      // A value is expected here.
+      if (p >= end) return false;
+      if (*p == '{' || *p == '[') {
+        if (stack.size() >= 100000) return false;
+        char open = *p++;
+        stack.push_back(open);
+        ws();
+        if (p < end && *p == (open == '{' ? '}' : ']')) {
+          ++p;
+          stack.pop_back();
+        } else {
+          if (open == '{') {
+            if (p >= end || *p != '"' || !string()) return false;
+            ws();
+            if (p >= end || *p++ != ':') return false;
+            ws();
+          }
+          continue;
+        }
+      } else if (!value_scalar()) {
+        return false;
+      }
+      // After a value: a comma, a closing bracket, or the end.
+      for (;;) {
+        ws();
+        if (stack.empty()) return p == end;
+        char open = stack.back();
+        if (p >= end) return false;
+        if (*p == ',') {
+          ++p;
+          ws();
+          if (open == '{') {
+            if (p >= end || *p != '"' || !string()) return false;
+            ws();
+            if (p >= end || *p++ != ':') return false;
+            ws();
+          }
+          break;  // the next value
+        }
+        if (*p != (open == '{' ? '}' : ']')) return false;
+        ++p;
+        stack.pop_back();
+      }
+    }
+  }
+};
+
+}  // namespace
+
 bool is_valid_json(std::string_view s) {
-  simdjson::dom::element doc;
-  return thread_parser().parse(s.data(), s.size()).get(doc) == simdjson::SUCCESS;
+  if (!is_valid_utf8(s)) return false;
+  JsonValidator v{s.data(), s.data() + s.size()};
+  return v.run();
+}
+
+// Lazily (on demand): only the values on the pointer's path are parsed, so
+// numbers beyond 64 bits or double range elsewhere do not matter.
+static JsonIdError id_on_demand(std::string_view json, const std::string& pointer, std::string& out) {
+  simdjson::ondemand::parser parser;
+  simdjson::padded_string padded(json);
+  simdjson::ondemand::document doc;
+  if (parser.iterate(padded).get(doc) != simdjson::SUCCESS) return JsonIdError::not_json;
+  simdjson::ondemand::value v;
+  if (doc.at_pointer(pointer).get(v) != simdjson::SUCCESS) return JsonIdError::missing;
+  simdjson::ondemand::json_type t;
+  if (v.type().get(t) != simdjson::SUCCESS) return JsonIdError::not_json;
+  if (t == simdjson::ondemand::json_type::string) {
+    std::string_view sv;
+    if (v.get_string().get(sv) != simdjson::SUCCESS) return JsonIdError::not_scalar;
+    out.assign(sv);
+    return JsonIdError::none;
+  }
+  if (t == simdjson::ondemand::json_type::null) return JsonIdError::missing;
+  if (t != simdjson::ondemand::json_type::number) return JsonIdError::not_scalar;
+  std::string_view raw = v.raw_json_token();
+  while (!raw.empty() && std::isspace(static_cast<unsigned char>(raw.back()))) raw.remove_suffix(1);
+  // Integers only, in decimal as sent (a big one keeps all its digits).
+  if (raw.find_first_of(".eE") != std::string_view::npos) return JsonIdError::not_scalar;
+  out.assign(raw);
+  return JsonIdError::none;
 }
 
 // A scalar as id text: strings as-is, integers in decimal.
@@ -74,8 +222,10 @@ static JsonIdError scalar_text(simdjson::dom::element v, std::string& out) {
 
 JsonIdError json_id_at(std::string_view json, const std::string& pointer, std::string& out) {
   simdjson::dom::element doc;
-  if (thread_parser().parse(json.data(), json.size()).get(doc) != simdjson::SUCCESS)
-    return JsonIdError::not_json;
+  auto error = thread_parser().parse(json.data(), json.size()).get(doc);
+  if (error == simdjson::NUMBER_ERROR)  // beyond 64 bits or double range
+    return is_valid_json(json) ? id_on_demand(json, pointer, out) : JsonIdError::not_json;
+  if (error != simdjson::SUCCESS) return JsonIdError::not_json;
   simdjson::dom::element v;
   if (doc.at_pointer(pointer).get(v) != simdjson::SUCCESS) return JsonIdError::missing;
   return scalar_text(v, out);
@@ -185,7 +335,7 @@ static std::string lower(std::string s) {
   return s;
 }
 
-std::string headers_json(const httplib::Headers& headers) {
+std::string headers_json(const Headers& headers) {
   std::map<std::string, std::string> merged;
   for (const auto& [name, value] : headers) {
     std::string key = lower(name);

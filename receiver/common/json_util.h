@@ -2,7 +2,7 @@
 // ourselves where a body is not JSON (form posts) or for stored headers.
 #pragma once
 
-#include <httplib.h>
+#include "common/headers.h"
 
 #include <optional>
 #include <string>
@@ -44,7 +44,7 @@ std::optional<std::string> form_field(std::string_view body, std::string_view na
 
 // Request headers as a JSON object for inbox.events.headers. Credentials and
 // the pseudo headers cpp-httplib adds (REMOTE_ADDR, ...) are left out.
-std::string headers_json(const httplib::Headers& headers);
+std::string headers_json(const Headers& headers);
 
 bool is_form_content_type(const std::string& content_type);
 

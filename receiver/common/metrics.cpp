@@ -86,6 +86,9 @@ std::string Metrics::render() const {
       out += "inbox_receiver_backfill_total{provider=\"" + key.first + "\",outcome=\"" + key.second +
              "\"} " + std::to_string(n) + "\n";
   }
+  out += "# HELP inbox_receiver_header_nul_bytes_total NUL bytes in header values, stored as \\u0000.\n";
+  out += "# TYPE inbox_receiver_header_nul_bytes_total counter\n";
+  out += "inbox_receiver_header_nul_bytes_total " + std::to_string(header_nul_bytes_.load()) + "\n";
   out += "# HELP inbox_receiver_request_duration_seconds Time from headers read to answer.\n";
   out += "# TYPE inbox_receiver_request_duration_seconds histogram\n";
   latency_.render(out, "inbox_receiver_request_duration_seconds");

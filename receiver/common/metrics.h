@@ -33,6 +33,8 @@ class Metrics {
   void signature_failure(const std::string& provider);
   void batch(std::size_t events);
   void db_error(const std::string& kind);  // connect, batch, event
+  // NUL bytes found in header values (stored as the text \u0000).
+  void header_nul_bytes(std::size_t n) { header_nul_bytes_ += n; }
   // outcome: fetched, not_found, retry, gave_up, lost, db_error (the backfill worker in serve);
   // and per listing: listed, list_truncated, list_error.
   void backfill(const std::string& provider, const std::string& outcome);
@@ -44,6 +46,7 @@ class Metrics {
   std::map<std::string, std::uint64_t> signature_failures_;
   std::map<std::string, std::uint64_t> db_errors_;
   std::map<std::pair<std::string, std::string>, std::uint64_t> backfill_;
+  std::atomic<std::uint64_t> header_nul_bytes_{0};
   Histogram latency_;
   Histogram batch_sizes_;
 };

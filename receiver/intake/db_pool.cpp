@@ -67,6 +67,13 @@ bool DbConnection::ping(std::string& error, Clock::time_point deadline) {
   return false;
 }
 
+bool DbConnection::probe(std::string& error, Clock::time_point deadline) {
+  PgCall c = session_.exec_prepared(kIngestBatch.name, {"{}", "{}", "{}", "{}"}, deadline);
+  if (c.ok) return true;
+  error = (c.sqlstate.empty() ? std::string() : c.sqlstate + ": ") + c.message;
+  return false;
+}
+
 DbPool::DbPool(DbSettings settings, std::size_t size) : settings_(std::move(settings)) {
   for (std::size_t i = 0; i < size; ++i) idle_.push_back(std::make_unique<DbConnection>(settings_));
 }

@@ -27,6 +27,17 @@ bool bad_data(const DbCall& c) {
   return c.sqlstate.rfind("22", 0) == 0 || c.sqlstate.rfind("23", 0) == 0;
 }
 
+// What a failed call means for its one event. 54000 (program limit: the
+// payload over pg_inbox.max_payload_size) is definitive: 413, never 503.
+// 42704 unknown provider: the config names a provider the database has not
+// registered. Not the sender's fault; 503 so nothing is lost meanwhile.
+EventResult classify(const DbCall& c) {
+  std::string why = (c.sqlstate.empty() ? std::string() : c.sqlstate + ": ") + c.message;
+  if (c.sqlstate == "54000") return {Outcome::too_large, why};
+  if (bad_data(c)) return {Outcome::invalid, why};
+  return {Outcome::unavailable, why};
+}
+
 }  // namespace
 
 const char* outcome_name(Outcome o) {
@@ -35,6 +46,7 @@ const char* outcome_name(Outcome o) {
     case Outcome::updated: return "updated";
     case Outcome::duplicate: return "duplicate";
     case Outcome::invalid: return "invalid";
+    case Outcome::too_large: return "too_large";
     case Outcome::unavailable: return "unavailable";
   }
   return "unknown";
@@ -69,24 +81,64 @@ void GroupCommit::stop() {
     if (t.joinable()) t.join();
 }
 
-EventResult GroupCommit::submit(Event event, Arrival& arrival) {
+GroupCommit::SlotPtr GroupCommit::submit_async(Event event, Arrival& arrival, Callback done) {
   auto slot = std::make_shared<Slot>();
+  slot->bytes = event.provider.size() + event.external_id.size() + event.payload_json.size() +
+                event.headers_json.size() + sizeof(Slot);
   slot->event = std::move(event);
+  slot->done = std::move(done);
   slot->enqueued = Clock::now();
-  auto future = slot->promise.get_future();
+  std::string refused;
   {
     std::lock_guard<std::mutex> lock(mu_);
     arrival.submitted_ = true;
     int still_arriving = arriving_.fetch_sub(1) - 1;
-    if (stopping_) return {Outcome::unavailable, "shutting down"};
-    queue_.push_back(slot);
-    if (!gathering_) work_cv_.notify_one();
-    else if (queue_.size() >= options_.max_events || still_arriving == 0) gather_cv_.notify_one();
+    if (stopping_) {
+      refused = "shutting down";
+    } else if (queued_bytes_ + slot->bytes > options_.max_queued_bytes) {
+      refused = "queue full";  // the database is behind: refuse now, not at the deadline
+    } else {
+      queued_bytes_ += slot->bytes;
+      queue_.push_back(slot);
+      if (!gathering_) work_cv_.notify_one();
+      else if (queue_.size() >= options_.max_events || still_arriving == 0) gather_cv_.notify_one();
+    }
   }
-  if (future.wait_until(slot->enqueued + options_.deadline) != std::future_status::ready) {
-    slot->abandoned = true;  // a flusher that has not sent it yet will skip it
+  if (!refused.empty()) {
+    slot->counted = false;
+    deliver(slot, {Outcome::unavailable, refused});
+  }
+  return slot;
+}
+
+bool GroupCommit::expire(const SlotPtr& slot) {
+  if (slot->answered.exchange(true)) return false;
+  std::lock_guard<std::mutex> lock(mu_);
+  if (slot->counted) {  // still queued: give its memory back now
+    queued_bytes_ -= slot->bytes;
+    slot->counted = false;
+    slot->event = Event{};
+  }
+  return true;
+}
+
+void GroupCommit::deliver(const SlotPtr& slot, EventResult result) {
+  if (slot->answered.exchange(true)) return;
+  Callback done = std::move(slot->done);
+  done(std::move(result));
+}
+
+std::size_t GroupCommit::queued_bytes() {
+  std::lock_guard<std::mutex> lock(mu_);
+  return queued_bytes_;
+}
+
+EventResult GroupCommit::submit(Event event, Arrival& arrival) {
+  auto promise = std::make_shared<std::promise<EventResult>>();
+  auto future = promise->get_future();
+  SlotPtr slot = submit_async(std::move(event), arrival, [promise](EventResult r) { promise->set_value(std::move(r)); });
+  if (future.wait_until(slot->enqueued + options_.deadline) != std::future_status::ready && expire(slot))
     return {Outcome::unavailable, "database did not commit within the deadline"};
-  }
   return future.get();
 }
 
@@ -110,6 +162,11 @@ void GroupCommit::flusher_loop() {
       batch.assign(std::make_move_iterator(queue_.begin()),
                    std::make_move_iterator(queue_.begin() + static_cast<long>(n)));
       queue_.erase(queue_.begin(), queue_.begin() + static_cast<long>(n));
+      for (auto& s : batch)
+        if (s->counted) {
+          queued_bytes_ -= s->bytes;
+          s->counted = false;
+        }
       gathering_ = false;
       ++committing_;
       if (!queue_.empty()) work_cv_.notify_one();
@@ -125,20 +182,18 @@ EventResult GroupCommit::run_one(DbPool::Lease& conn, const Event& e, Clock::tim
   DbCall c = conn->ingest_one(e, deadline);
   if (c.ok && c.outcomes.size() == 1) return {parse_outcome(c.outcomes[0]), {}};
   metrics_.db_error("event");
-  if (bad_data(c)) return {Outcome::invalid, c.message};
-  // 42704 unknown provider: the config names a provider the database has not
-  // registered. Not the sender's fault; 503 so nothing is lost meanwhile.
-  return {Outcome::unavailable, c.message};
+  return classify(c);
 }
 
 void GroupCommit::run_batch(std::vector<SlotPtr>& batch) {
   std::vector<SlotPtr> live;
   for (auto& s : batch)
-    if (!s->abandoned) live.push_back(std::move(s));
+    if (!s->answered.load()) live.push_back(std::move(s));
   if (live.empty()) return;
 
   auto fail_all = [&](const std::string& why) {
-    for (auto& s : live) s->promise.set_value({Outcome::unavailable, why});
+    failing_ = true;
+    for (auto& s : live) deliver(s, {Outcome::unavailable, why});
   };
   const auto deadline = live.front()->enqueued + options_.deadline;
   auto lease = pool_.acquire(deadline);
@@ -165,23 +220,23 @@ void GroupCommit::run_batch(std::vector<SlotPtr>& batch) {
     c = call();
 
   if (c.ok && c.outcomes.size() == live.size()) {
+    failing_ = false;
     for (std::size_t i = 0; i < live.size(); ++i)
-      live[i]->promise.set_value({parse_outcome(c.outcomes[i]), {}});
+      deliver(live[i], {parse_outcome(c.outcomes[i]), {}});
     return;
   }
   metrics_.db_error("batch");
   if (c.ok || transient(c)) {
     log_line("warn", "ingest failed", {{"sqlstate", c.sqlstate}, {"error", c.message}});
-    return fail_all("database error");
+    return fail_all((c.sqlstate.empty() ? std::string() : c.sqlstate + ": ") + c.message);
   }
   // One bad event fails the whole statement: retry them one by one so the
   // others still land and only the bad one is refused.
   if (live.size() == 1) {
-    live[0]->promise.set_value(bad_data(c) ? EventResult{Outcome::invalid, c.message}
-                                           : EventResult{Outcome::unavailable, c.message});
+    deliver(live[0], classify(c));
     return;
   }
-  for (auto& s : live) s->promise.set_value(run_one(*lease, s->event, deadline));
+  for (auto& s : live) deliver(s, run_one(*lease, s->event, deadline));
 }
 
 }  // namespace inbox

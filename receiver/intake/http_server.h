@@ -1,52 +1,52 @@
-// The HTTP side: cpp-httplib server, hardening, routes, answers.
+// The intake's HTTP routes and answers, on the Beast listener
+// (intake/http_listener.h): webhooks, /healthz, /readyz, /metrics.
 #pragma once
 
-#include <httplib.h>
-
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <map>
 #include <memory>
 #include <string>
-#include <thread>
 
 #include "common/config.h"
+#include "common/metrics.h"
 #include "intake/db_pool.h"
 #include "intake/group_commit.h"
-#include "common/metrics.h"
+#include "intake/http_listener.h"
 #include "intake/providers/provider.h"
 
 namespace inbox {
 
 using UnixClock = std::function<std::int64_t()>;
 
-class Receiver {
+class Receiver : public HttpHandler {
  public:
   // Throws ConfigError if a provider cannot be built. `clock` (unix seconds)
   // is for tests that pin the time; default: the system clock.
   explicit Receiver(Config config, UnixClock clock = {});
-  ~Receiver();
+  ~Receiver() override;
   Receiver(const Receiver&) = delete;
   Receiver& operator=(const Receiver&) = delete;
 
   // Binds config.listen (port 0 picks a free port) and returns the port.
   int bind();
-  // Serves until stop(); call bind() first.
-  void serve();
-  // bind() + serve() on a background thread (tests).
+  // bind() (if not yet) and the I/O threads; returns the port.
   int start();
-  // Stops accepting, lets in-flight requests finish, commits queued events.
+  // Stops accepting, answers the requests in flight (at most drain_ms),
+  // commits what is queued.
   void stop();
 
   int port() const { return port_; }
   Metrics& metrics() { return metrics_; }
 
+  void handle(HttpRequest req, Respond respond, boost::asio::any_io_executor executor) override;
+  void answered(const HttpRequest& req, const HttpResponse& res, double seconds) override;
+
  private:
-  void install_routes();
-  httplib::Server::HandlerResponse pre_route(const httplib::Request& req, httplib::Response& res);
-  void handle_webhook(const httplib::Request& req, httplib::Response& res);
-  void handle_ready(httplib::Response& res);
-  void after_response(const httplib::Request& req, const httplib::Response& res);
+  void handle_webhook(const std::string& name, HttpRequest& req, Respond& respond,
+                      boost::asio::any_io_executor executor);
+  HttpResponse ready();
 
   Config config_;
   UnixClock clock_;
@@ -54,10 +54,9 @@ class Receiver {
   std::map<std::string, std::unique_ptr<Provider>> providers_;
   DbPool pool_;
   std::unique_ptr<GroupCommit> group_commit_;
-  httplib::Server server_;
-  std::thread serve_thread_;
+  std::unique_ptr<HttpListener> listener_;
   int port_ = 0;
-  int listen_fd_ = -1;
+  bool started_ = false;
   bool stopped_ = false;
 };
 

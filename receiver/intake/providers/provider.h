@@ -2,7 +2,7 @@
 // it puts the event's id. One subclass per scheme, one file each.
 #pragma once
 
-#include <httplib.h>
+#include "common/headers.h"
 
 #include <cstdint>
 #include <memory>
@@ -19,7 +19,7 @@ namespace inbox {
 
 // What the HTTP layer hands a provider: nothing here is parsed yet.
 struct Delivery {
-  const httplib::Headers& headers;
+  const Headers& headers;
   std::string_view body;
   std::int64_t now;  // unix seconds; injected so tests can pin the clock
 
