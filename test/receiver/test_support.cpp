@@ -155,7 +155,7 @@ Config test_config() {
   Config c;
   c.listen = "127.0.0.1:0";
   c.database_url = database_url() ? receiver_database_url() : "";
-  c.http_threads = 64;
+  c.http_threads = 2;
   c.pool_size = 2;
   c.deadline_ms = 3000;
   c.retry_after_s = 7;
