@@ -3,7 +3,7 @@
 # suite against it: pgTAP (pg_prove), isolation specs (pg_isolation_regress),
 # receiver tests (ctest). Exits non-zero when any suite fails.
 set -euo pipefail
-source "$(dirname "$0")/throwaway-cluster.sh" test 55432 inbox_test
+source "$(dirname "$0")/throwaway-cluster.sh" test any inbox_test
 failed=()
 
 echo "== pgTAP"
