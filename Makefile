@@ -74,6 +74,13 @@ $(DATA_built): $(sort $(wildcard sql/src/*.sql))
 
 extension/*.o: $(wildcard extension/*.hpp)
 
+# PGXS defines installcheck (pg_regress when REGRESS is set); ours adds the
+# pgTAP suite to it (scripts/installcheck.sh).
+installcheck: installcheck-pgtap
+.PHONY: installcheck-pgtap
+installcheck-pgtap:
+	bash scripts/installcheck.sh
+
 .PHONY: run test bench
 run:
 	bash scripts/run.sh

@@ -7,10 +7,10 @@
 #   - inbox-receiver serving examples/receiver.toml (on the chosen port),
 # then one signed test delivery through it, and how to go on from there.
 #
-# Ports: INBOX_PGPORT (default 54329) and INBOX_HTTP_PORT (default 8080). A
-# port given is used or refused when taken; a default that is taken moves to
-# the next free one. Nothing is installed outside the project (and the
-# packages of scripts/deps.sh).
+# Ports: INBOX_PGPORT (default 54329, or the port the cluster had last time)
+# and INBOX_HTTP_PORT (default 8080). A port given is used, or refused when
+# taken; a default that is taken moves to the next free one. Nothing is
+# installed outside the project (but the packages of scripts/deps.sh).
 #
 # Ctrl-C (or `make stop` from another terminal) stops the receiver and the
 # cluster. INBOX_RUN_DETACH=1 returns after start-up and leaves both running
@@ -74,6 +74,8 @@ pick_port() {
   fi
 }
 
+http_port=$(pick_port INBOX_HTTP_PORT "${INBOX_HTTP_PORT:-}" 8080)
+
 # The server runs from a private installation holding this build (no sudo,
 # nothing written outside the project), rebuilt each run.
 mkdir -p "$dir"
@@ -82,7 +84,7 @@ INBOX_PG_BINDIR=$(bash scripts/pg-tree.sh "$dir/install")
 if [ -f "$dir/data/postgresql.conf" ]; then
   was=$(sed -n 's/^port = \([0-9]*\)/\1/p' "$dir/data/postgresql.conf" | tail -1)
   port=$(pick_port INBOX_PGPORT "${INBOX_PGPORT:-}" "$was")
-  [ "$port" = "$was" ] || echo "port = $port" >>"$dir/data/postgresql.conf"
+  sed -i "s/^port = .*/port = $port/" "$dir/data/postgresql.conf"
   cluster_started=1
   bash scripts/cluster.sh start "$dir" 9>&-
 else
@@ -125,7 +127,6 @@ pg_inbox is running.
 INFO
 
 # The example config with the chosen listen address.
-http_port=$(pick_port INBOX_HTTP_PORT "${INBOX_HTTP_PORT:-}" 8080)
 url=http://127.0.0.1:$http_port
 config=.local/receiver.toml   # (run.sh works from the checkout root)
 { echo "# Written by make run: examples/receiver.toml listening on 127.0.0.1:$http_port."
