@@ -69,8 +69,13 @@ install-receiver:
 	@test -x build/inbox-receiver || { echo "make install-receiver: build/inbox-receiver is not built: make receiver first" >&2; exit 1; }
 	DESTDIR=$(DESTDIR) cmake --install build --prefix $(PREFIX)
 
-$(DATA_built): $(sort $(wildcard sql/src/*.sql))
-	cat $^ > $@
+# Rebuilt whenever its parts change, including when one is removed (FORCE),
+# but rewritten only when the result differs, so installs stay incremental.
+$(DATA_built): $(sort $(wildcard sql/src/*.sql)) FORCE
+	@cat $(filter-out FORCE,$^) > $@.tmp
+	@cmp -s $@.tmp $@ && rm $@.tmp || mv $@.tmp $@
+.PHONY: FORCE
+FORCE:
 
 extension/*.o: $(wildcard extension/*.hpp)
 
