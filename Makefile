@@ -68,6 +68,7 @@ receiver:
 install-receiver:
 	@test -x build/inbox-receiver || { echo "make install-receiver: build/inbox-receiver is not built: make receiver first" >&2; exit 1; }
 	DESTDIR=$(DESTDIR) cmake --install build --prefix $(PREFIX)
+	@test -x "$(DESTDIR)$(PREFIX)/bin/inbox-receiver" || { echo "make install-receiver: cmake --install put no bin/inbox-receiver under $(DESTDIR)$(PREFIX)" >&2; exit 1; }
 
 # Rebuilt whenever its parts change, including when one is removed (FORCE),
 # but rewritten only when the result differs, so installs stay incremental.
