@@ -40,15 +40,14 @@ COMPILE.cxx.bc += $(PG_CXXFLAGS)
 extension: all
 
 # The receiver (CMake, into build/). It is not needed to install the
-# extension, so `make install` and `make extension` never run CMake; plain
-# `make` builds it when its dependencies are present and says so when not.
+# extension, so `make install` and `make extension` never run CMake. Plain
+# `make` builds it when CMake can configure it, and otherwise shows CMake's
+# reason (a missing package, usually) and goes on without it; once
+# configured, any build error fails `make`. `make receiver` always fails loudly.
 # RECEIVER_TESTS=ON also builds its tests (make test does; make run does not).
 RECEIVER_TESTS ?= OFF
 PREFIX ?= /usr/local
-RECEIVER_PKGS = cpp-httplib libpq simdjson tomlplusplus openssl
-receiver_missing = $(strip $(foreach c,cmake pkg-config,$(if $(shell command -v $(c)),,$(c))) \
-  $(if $(shell command -v pkg-config),$(foreach p,$(RECEIVER_PKGS),\
-    $(if $(shell pkg-config --exists $(p) && echo y),,$(p)))))
+CONFIGURE_RECEIVER = cmake -S . -B build -DCMAKE_BUILD_TYPE=Release -DINBOX_RECEIVER_TESTS=$(RECEIVER_TESTS)
 
 # Only a plain `make` (or `make all`) brings the receiver along.
 ifeq ($(filter-out all,$(MAKECMDGOALS)),)
@@ -56,14 +55,16 @@ all: receiver-if-present
 endif
 .PHONY: receiver receiver-if-present install-receiver
 receiver-if-present:
-	@if [ -n "$(receiver_missing)" ]; then \
-	  echo "make: skipping the receiver, not found: $(receiver_missing)."; \
-	  echo "  Debian: apt-get install cmake pkg-config libcpp-httplib-dev libpq-dev libsimdjson-dev libtomlplusplus-dev libssl-dev"; \
-	  echo "  then: make receiver"; \
+	@if ! command -v cmake >/dev/null; then \
+	  echo "make: skipping the receiver: cmake is not installed (Debian: scripts/deps.sh lists its packages)"; \
+	elif ! out=$$($(CONFIGURE_RECEIVER) 2>&1); then \
+	  echo "$$out"; \
+	  echo "make: skipping the receiver: CMake cannot configure it (above). The extension is built;"; \
+	  echo "  make receiver builds the receiver once its packages are installed (Debian: scripts/deps.sh lists them)."; \
 	else $(MAKE) --no-print-directory receiver; fi
 receiver:
 	@echo "building the receiver into build/ (1-2 min when cold)"
-	cmake -S . -B build --log-level=WARNING -DCMAKE_BUILD_TYPE=Release -DINBOX_RECEIVER_TESTS=$(RECEIVER_TESTS)
+	$(CONFIGURE_RECEIVER)
 	cmake --build build -j2 -- --no-print-directory
 install-receiver:
 	@test -x build/inbox-receiver || { echo "make install-receiver: build/inbox-receiver is not built: make receiver first" >&2; exit 1; }

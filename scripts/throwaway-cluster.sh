@@ -6,7 +6,7 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 root=$PWD
 
 bash scripts/deps.sh
-make -s RECEIVER_TESTS=ON   # the extension, the receiver and its tests
+make -s extension receiver RECEIVER_TESTS=ON   # the receiver and its tests, failing loudly
 
 tmp=$(mktemp -d "/tmp/pg_inbox-$1.XXXXXX")
 chmod 755 "$tmp"
