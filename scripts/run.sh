@@ -38,6 +38,7 @@ if pid_running "$state/run.pid" scripts/run.sh || pid_running "$state/receiver.p
   echo "  cluster:  $running_dir (port $PGPORT)"
   [ -n "$HTTP_PORT" ] && echo "  receiver: http://127.0.0.1:$HTTP_PORT"
   echo "Stop it with: make stop   (or Ctrl-C in the terminal of a foreground make run)"
+  [ -n "${INBOX_PGPORT:-}${INBOX_HTTP_PORT:-}" ] && echo "The ports asked for (INBOX_PGPORT, INBOX_HTTP_PORT) apply to the next start."
   exit 0
 fi
 
