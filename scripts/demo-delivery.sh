@@ -6,7 +6,7 @@
 # (.local/ports), the config to INBOX_RECEIVER_CONFIG or examples/receiver.toml.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-run_port() { sed -n "s/^$1=//p" .local/ports 2>/dev/null || true; }
+run_port() { if [ -f .local/ports ]; then sed -n "s/^$1=//p" .local/ports; fi; }
 pgport=${PGPORT:-$(run_port PGPORT)}
 http_port=${INBOX_HTTP_PORT:-$(run_port HTTP_PORT)}
 export PGHOST=${PGHOST:-127.0.0.1} PGPORT=${pgport:-54329} PGUSER=${PGUSER:-postgres} PGDATABASE=${PGDATABASE:-inbox}

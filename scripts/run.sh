@@ -48,7 +48,9 @@ receiver_pid=""
 cluster_started=0
 stop_all() {
   trap - EXIT INT TERM   # once, whichever came first
-  if [ -n "$receiver_pid" ] && kill "$receiver_pid" 2>/dev/null; then wait "$receiver_pid" 2>/dev/null || true; fi
+  if [ -n "$receiver_pid" ] && kill "$receiver_pid" 2>/dev/null; then
+    wait "$receiver_pid" || echo "inbox-receiver exited with status $?"
+  fi
   [ "$cluster_started" = 1 ] && bash "$root/scripts/cluster.sh" stop "$dir"
   rm -f "$state/run.pid" "$state/receiver.pid" "$state/ports"
   echo "stopped"
