@@ -196,7 +196,7 @@ BEGIN
     END IF;
     INSERT INTO inbox.references AS r (provider, rel, col, kind)
     VALUES (register_reference.provider, "table", "column", kind)
-    ON CONFLICT (provider, rel, col) DO UPDATE
+    ON CONFLICT ON CONSTRAINT references_provider_rel_col_key DO UPDATE
        SET kind = EXCLUDED.kind, sweep_cursor = NULL, cycle_orphans = 0, last_orphans = NULL;
 END
 $$;
@@ -260,7 +260,7 @@ BEGIN
                 coalesce((item ->> 'requests_5xx')::bigint, 0), coalesce((item ->> 'signature_failures')::bigint, 0),
                 coalesce((item ->> 'refused_bodies')::bigint, 0), coalesce((item ->> 'db_unavailable')::bigint, 0),
                 coalesce((item ->> 'duplicates')::bigint, 0), 1)
-        ON CONFLICT (provider, minute) DO UPDATE
+        ON CONFLICT ON CONSTRAINT receiver_stats_pkey DO UPDATE
            SET requests_2xx = s.requests_2xx + EXCLUDED.requests_2xx,
                requests_4xx = s.requests_4xx + EXCLUDED.requests_4xx,
                requests_5xx = s.requests_5xx + EXCLUDED.requests_5xx,
@@ -400,7 +400,7 @@ BEGIN
            inbox._hist_of(array_agg(f.claim_bucket) FILTER (WHERE f.claim_bucket IS NOT NULL))
       FROM facts f
      GROUP BY f.provider, f.minute
-    ON CONFLICT (provider, minute) DO UPDATE
+    ON CONFLICT ON CONSTRAINT stats_minute_pkey DO UPDATE
        SET arrivals = m.arrivals + EXCLUDED.arrivals,
            backfilled = m.backfilled + EXCLUDED.backfilled,
            redeliveries = m.redeliveries + EXCLUDED.redeliveries,
@@ -420,7 +420,7 @@ BEGIN
       FROM (SELECT d.provider, count(*) AS n FROM inbox_stats_diff d JOIN inbox.events ev ON ev.id = d.id
              WHERE d.new_event GROUP BY d.provider, md5(ev.payload::text) HAVING count(*) > 1) r
      GROUP BY r.provider
-    ON CONFLICT (provider, minute) DO UPDATE SET replay_suspects = m.replay_suspects + EXCLUDED.replay_suspects;
+    ON CONFLICT ON CONSTRAINT stats_minute_pkey DO UPDATE SET replay_suspects = m.replay_suspects + EXCLUDED.replay_suspects;
 
     -- Error classes of the attempts that failed in the window.
     INSERT INTO inbox.error_classes AS c (provider, class, first_seen_at, last_seen_at, seen)
@@ -428,7 +428,7 @@ BEGIN
       FROM inbox_stats_diff d
      WHERE d.last_error IS NOT NULL AND (d.new_event OR d.attempts <> d.s_attempts OR d.status <> d.s_status)
      GROUP BY 1, 2
-    ON CONFLICT (provider, class) DO UPDATE SET last_seen_at = now(), seen = c.seen + EXCLUDED.seen;
+    ON CONFLICT ON CONSTRAINT error_classes_pkey DO UPDATE SET last_seen_at = now(), seen = c.seen + EXCLUDED.seen;
 
     -- Reconcile's actions (lease expiries, verify mismatches), by id.
     new_hist := coalesce((SELECT max(h.id) FROM inbox.event_history h WHERE h.id > hist_low), hist_low);
@@ -439,7 +439,7 @@ BEGIN
       FROM inbox.event_history h JOIN inbox.events e ON e.id = h.event_id
      WHERE h.id > hist_low AND h.id <= new_hist
      GROUP BY 1, 2
-    ON CONFLICT (provider, minute) DO UPDATE
+    ON CONFLICT ON CONSTRAINT stats_minute_pkey DO UPDATE
        SET lease_expiries = m.lease_expiries + EXCLUDED.lease_expiries,
            verify_mismatches = m.verify_mismatches + EXCLUDED.verify_mismatches;
 
@@ -455,7 +455,7 @@ BEGIN
                    (b.status = 'gave_up')::int
               FROM inbox.backfill_requests b WHERE b.finished_at > prev_at AND b.finished_at <= now()) x
      GROUP BY 1, 2
-    ON CONFLICT (provider, minute) DO UPDATE
+    ON CONFLICT ON CONSTRAINT stats_minute_pkey DO UPDATE
        SET tombstoned = m.tombstoned + EXCLUDED.tombstoned,
            backfill_fetched = m.backfill_fetched + EXCLUDED.backfill_fetched,
            backfill_not_found = m.backfill_not_found + EXCLUDED.backfill_not_found,
@@ -469,7 +469,7 @@ BEGIN
                          WHERE d.provider = $1 AND d.status = ''done'' AND d.s_status IS DISTINCT FROM ''done''
                            AND NOT EXISTS (SELECT 1 FROM %s u WHERE u.%I::text = ev.external_id)
                          GROUP BY 2
-                        ON CONFLICT (provider, minute) DO UPDATE
+                        ON CONFLICT ON CONSTRAINT stats_minute_pkey DO UPDATE
                            SET missing_effects = m.missing_effects + EXCLUDED.missing_effects',
                        ref.rel, ref.col) USING ref.provider;
     END LOOP;
@@ -521,7 +521,7 @@ BEGIN
       LEFT JOIN inbox.gap_sources gs ON gs.provider = p.name AND gs.kind = 'sequence'
       LEFT JOIN (SELECT rf.provider, sum(greatest(rf.last_orphans, rf.cycle_orphans))::int AS orphans
                    FROM inbox.references rf WHERE rf.kind = 'reference' GROUP BY rf.provider) r ON r.provider = p.name
-    ON CONFLICT (provider, minute) DO UPDATE
+    ON CONFLICT ON CONSTRAINT stats_minute_pkey DO UPDATE
        SET backlog = EXCLUDED.backlog, due_unclaimed = EXCLUDED.due_unclaimed,
            oldest_pending_s = EXCLUDED.oldest_pending_s, leases_overdue = EXCLUDED.leases_overdue,
            held = EXCLUDED.held, open_gaps = EXCLUDED.open_gaps, gaps_past_grace = EXCLUDED.gaps_past_grace,
@@ -558,7 +558,7 @@ BEGIN
            extract(epoch FROM now() - greatest(t.last_vacuum, t.last_autovacuum)),
            (SELECT age(d.datfrozenxid) FROM pg_catalog.pg_database d WHERE d.datname = current_database())
       FROM pg_catalog.pg_stat_user_tables t WHERE t.relid = 'inbox.events'::regclass
-    ON CONFLICT (minute) DO UPDATE
+    ON CONFLICT ON CONSTRAINT stats_global_pkey DO UPDATE
        SET refreshed_at = EXCLUDED.refreshed_at, refresh_ms = EXCLUDED.refresh_ms,
            last_reconcile_at = EXCLUDED.last_reconcile_at, last_gap_scan_at = EXCLUDED.last_gap_scan_at,
            cron_failures = coalesce(g.cron_failures, 0) + coalesce(EXCLUDED.cron_failures, 0),
@@ -567,7 +567,7 @@ BEGIN
 
     INSERT INTO inbox.stats_state AS s (singleton, refreshed_at, event_watermark, history_watermark)
     VALUES (true, now(), new_low, new_hist)
-    ON CONFLICT (singleton) DO UPDATE
+    ON CONFLICT ON CONSTRAINT stats_state_pkey DO UPDATE
        SET refreshed_at = EXCLUDED.refreshed_at, event_watermark = EXCLUDED.event_watermark,
            history_watermark = EXCLUDED.history_watermark;
 

@@ -235,7 +235,7 @@ BEGIN
             configure_check.mode, configure_check.min_value, configure_check.max_value, configure_check.k,
             configure_check.min_samples, configure_check.fire_after, configure_check.window_size,
             configure_check.resolve_after)
-    ON CONFLICT (check_name, provider) DO UPDATE
+    ON CONFLICT ON CONSTRAINT check_settings_pkey DO UPDATE
        SET enabled = coalesce(EXCLUDED.enabled, s.enabled), severity = coalesce(EXCLUDED.severity, s.severity),
            mode = coalesce(EXCLUDED.mode, s.mode), min_value = coalesce(EXCLUDED.min_value, s.min_value),
            max_value = coalesce(EXCLUDED.max_value, s.max_value), k = coalesce(EXCLUDED.k, s.k),
@@ -653,7 +653,7 @@ BEGIN
                                             value, range_lo, range_hi, evaluated_at)
         VALUES (r.check_name, r.provider, new_state, stepped[1] = 1, recent, stepped[2], anomaly,
                 r.value, lo, hi, t)
-        ON CONFLICT (check_name, provider) DO UPDATE
+        ON CONFLICT ON CONSTRAINT check_state_pkey DO UPDATE
            SET state = EXCLUDED.state, firing = EXCLUDED.firing, recent = EXCLUDED.recent,
                ok_streak = EXCLUDED.ok_streak, anomaly_id = EXCLUDED.anomaly_id, value = EXCLUDED.value,
                range_lo = EXCLUDED.range_lo, range_hi = EXCLUDED.range_hi, evaluated_at = EXCLUDED.evaluated_at;
