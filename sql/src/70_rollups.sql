@@ -337,7 +337,7 @@ BEGIN
     INSERT INTO inbox_stats_diff
     SELECT e.id, e.provider, e.status, e.attempts, e.delivery_count, e.received_at,
            e.first_received_at, e.processed_at, e.source, e.last_error,
-           CASE WHEN e.status = 'processing' THEN md5(e.payload::text) END,
+           CASE WHEN e.status = 'processing' OR s.status = 'processing' THEN md5(e.payload::text) END,
            s.id IS NULL, s.status, s.attempts, s.delivery_count, s.received_at, s.payload_md5
       FROM (SELECT c.id FROM inbox.events c WHERE c.id > low
             UNION SELECT x.id FROM inbox.stats_seen x) ids
@@ -358,8 +358,8 @@ BEGIN
         UNION ALL
         SELECT d.provider, date_trunc('minute', d.received_at), 0, 0,
                d.delivery_count - coalesce(d.s_delivery_count, 1), 0, 0, 0, 0,
-               (d.s_status = 'processing' AND d.status = 'processing' AND d.attempts = d.s_attempts
-                AND d.received_at <> d.s_received_at AND d.payload_md5 <> d.s_payload_md5)::int,
+               -- processing at the last refresh, re-delivered with another payload since
+               (d.s_status = 'processing' AND d.payload_md5 <> d.s_payload_md5)::int,
                NULL, NULL, NULL, NULL
           FROM inbox_stats_diff d
          WHERE d.delivery_count > coalesce(d.s_delivery_count, 1)
