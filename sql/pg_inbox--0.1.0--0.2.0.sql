@@ -962,6 +962,11 @@ LANGUAGE plpgsql STABLE SET search_path = pg_catalog, pg_temp AS $$
 #variable_conflict use_column
 DECLARE
     t0 timestamptz := date_trunc('minute', as_of);
+    refreshed timestamptz := (SELECT max(s.refreshed_at) FROM inbox.stats_global s WHERE s.minute <= t0);
+    -- Stale rollups say nothing about now: every check but stats_stale has
+    -- no data, rather than reading silence into a refresh that did not run.
+    stale boolean := refreshed IS NOT NULL AND extract(epoch FROM as_of - refreshed) >
+                     (SELECT c.max_value FROM inbox._check_config('stats_stale', '*') c);
 BEGIN
     RETURN QUERY
     WITH w15 AS (
@@ -1051,7 +1056,7 @@ BEGIN
         SELECT rf.provider, bool_or(rf.kind = 'reference') AS has_reference, bool_or(rf.kind = 'effect') AS has_effect
           FROM inbox.references rf GROUP BY rf.provider
     )
-    SELECT v.check_name, p.name, v.value::float8, coalesce(v.quiet, false)
+    SELECT v.check_name, p.name, CASE WHEN NOT stale THEN v.value::float8 END, coalesce(v.quiet, false)
       FROM inbox.providers p
       LEFT JOIN w15 ON w15.provider = p.name
       LEFT JOIN w60 ON w60.provider = p.name
@@ -1112,8 +1117,9 @@ BEGIN
         ('timestamp_skew', w15.skew, NULL)
       ) AS v (check_name, value, quiet)
     UNION ALL
-    SELECT v.check_name, '*', v.value::float8, coalesce(v.quiet, false)
-      FROM (SELECT (SELECT max(s.refreshed_at) FROM inbox.stats_global s WHERE s.minute <= t0) AS refreshed_at,
+    SELECT v.check_name, '*', CASE WHEN NOT stale OR v.check_name = 'stats_stale' THEN v.value::float8 END,
+           coalesce(v.quiet, false)
+      FROM (SELECT refreshed AS refreshed_at,
                    (SELECT sum(s.cron_failures) FROM inbox.stats_global s
                      WHERE s.minute >= t0 - interval '15 minutes' AND s.minute <= t0) AS cron_failures,
                    (SELECT bool_or(s.cron_failures IS NOT NULL) FROM inbox.stats_global s
