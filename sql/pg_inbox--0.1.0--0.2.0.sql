@@ -44,12 +44,8 @@ COMMENT ON FUNCTION inbox._hist_percentile(int[], float8) IS
   'upper edge in seconds of the histogram bucket holding quantile q; NULL when empty';
 
 CREATE FUNCTION inbox._hist_add(a int[], b int[])
-RETURNS int[] LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
-    SELECT CASE WHEN a IS NULL THEN b WHEN b IS NULL THEN a ELSE
-           ARRAY(SELECT coalesce(a[i], 0) + coalesce(b[i], 0)
-                   FROM pg_catalog.generate_series(1, greatest(cardinality(a), cardinality(b))) i
-                  ORDER BY i) END
-$$;
+RETURNS int[] AS 'MODULE_PATHNAME', 'inbox_hist_add'
+LANGUAGE C IMMUTABLE PARALLEL SAFE;
 
 CREATE AGGREGATE inbox._hist_sum(int[]) (SFUNC = inbox._hist_add, STYPE = int[]);
 
@@ -751,23 +747,23 @@ SELECT d.name, d.family, d.scope, coalesce(o.severity, d.severity) AS severity, 
   LEFT JOIN inbox.check_settings o ON o.check_name = d.name AND o.provider = '*';
 COMMENT ON VIEW inbox.checks IS 'every anomaly check: definition and the settings all providers get';
 
--- A check's settings for one provider: its own overrides, then '*', then built-in.
-CREATE FUNCTION inbox._check_config(check_name text, provider text)
-RETURNS TABLE (name text, scope text, severity text, data_loss boolean, side text, enabled boolean,
-               mode text, min_value float8, max_value float8, k float8, min_samples int,
+-- Every check's settings for every provider ('*': what providers get unless
+-- overridden): its own overrides, then '*', then built-in.
+CREATE FUNCTION inbox._check_configs()
+RETURNS TABLE (name text, provider text, scope text, severity text, data_loss boolean, side text,
+               enabled boolean, mode text, min_value float8, max_value float8, k float8, min_samples int,
                fire_after int, window_size int, resolve_after int, sample text)
 LANGUAGE sql STABLE SET search_path = pg_catalog, pg_temp AS $$
-    SELECT d.name, d.scope, coalesce(p.severity, o.severity, d.severity), d.data_loss, d.side,
+    SELECT d.name, x.provider, d.scope, coalesce(p.severity, o.severity, d.severity), d.data_loss, d.side,
            coalesce(p.enabled, o.enabled, true), coalesce(p.mode, o.mode, d.mode),
            coalesce(p.min_value, o.min_value, d.min_value), coalesce(p.max_value, o.max_value, d.max_value),
            coalesce(p.k, o.k, d.k), coalesce(p.min_samples, o.min_samples, d.min_samples),
            coalesce(p.fire_after, o.fire_after, d.fire_after), coalesce(p.window_size, o.window_size, d.window_size),
            coalesce(p.resolve_after, o.resolve_after, d.resolve_after), d.sample
       FROM inbox._check_definitions() d
+     CROSS JOIN (SELECT '*'::text AS provider UNION ALL SELECT pr.name FROM inbox.providers pr) x
       LEFT JOIN inbox.check_settings o ON o.check_name = d.name AND o.provider = '*'
-      LEFT JOIN inbox.check_settings p ON p.check_name = d.name AND p.provider = _check_config.provider
-                                      AND _check_config.provider <> '*'
-     WHERE d.name = _check_config.check_name
+      LEFT JOIN inbox.check_settings p ON p.check_name = d.name AND p.provider = x.provider AND x.provider <> '*'
 $$;
 
 -- Changes a check's settings for one provider, or (provider NULL) for all.
@@ -851,7 +847,7 @@ BEGIN
            fire_after = coalesce(EXCLUDED.fire_after, s.fire_after),
            window_size = coalesce(EXCLUDED.window_size, s.window_size),
            resolve_after = coalesce(EXCLUDED.resolve_after, s.resolve_after), updated_at = now();
-    SELECT * INTO eff FROM inbox._check_config(name, scope_key);
+    SELECT * INTO eff FROM inbox._check_configs() c WHERE c.name = configure_check.name AND c.provider = scope_key;
     IF eff.fire_after > eff.window_size THEN
         RAISE EXCEPTION 'fire_after (%) must not exceed window_size (%)', eff.fire_after, eff.window_size
             USING ERRCODE = 'invalid_parameter_value';
@@ -932,9 +928,8 @@ BEGIN
     IF sample NOT IN ('arrivals', 'processed', 'backlog') THEN
         RAISE EXCEPTION 'no samples for %', sample USING ERRCODE = 'invalid_parameter_value';
     END IF;
-    EXECUTE format('SELECT array_agg(v) FROM (
-                      SELECT %s(s.%I)::float8 AS v FROM inbox.stats_minute s,
-                             pg_catalog.generate_series(1, 4) w
+    EXECUTE format('SELECT array_agg(v) FROM pg_catalog.generate_series(1, 4) w CROSS JOIN LATERAL (
+                      SELECT %s(s.%I)::float8 AS v FROM inbox.stats_minute s
                        WHERE s.provider = $1
                          AND s.minute >= $2 - w * interval ''7 days'' - interval ''30 minutes''
                          AND s.minute < $2 - w * interval ''7 days'' + interval ''30 minutes''
@@ -953,6 +948,72 @@ BEGIN
 END
 $$;
 
+-- The samples of a band change slowly: they are read once an hour.
+CREATE TABLE inbox.band_samples (
+    provider    text NOT NULL,
+    sample      text NOT NULL,
+    min_samples int NOT NULL,
+    hour        timestamptz NOT NULL,
+    samples     float8[],
+    PRIMARY KEY (provider, sample, min_samples)
+);
+COMMENT ON TABLE inbox.band_samples IS 'learned-band samples per provider, recomputed once an hour';
+
+CREATE FUNCTION inbox._band_samples(provider text, sample text, as_of timestamptz, min_samples int)
+RETURNS float8[] LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    cached inbox.band_samples;
+BEGIN
+    SELECT * INTO cached FROM inbox.band_samples b
+     WHERE b.provider = _band_samples.provider AND b.sample = _band_samples.sample
+       AND b.min_samples = _band_samples.min_samples;
+    IF FOUND AND cached.hour = date_trunc('hour', as_of) THEN
+        RETURN cached.samples;
+    END IF;
+    cached.samples := inbox._check_samples(provider, sample, as_of, min_samples);
+    INSERT INTO inbox.band_samples AS b (provider, sample, min_samples, hour, samples)
+    VALUES (provider, sample, min_samples, date_trunc('hour', as_of), cached.samples)
+    ON CONFLICT ON CONSTRAINT band_samples_pkey DO UPDATE SET hour = EXCLUDED.hour, samples = EXCLUDED.samples;
+    RETURN cached.samples;
+END
+$$;
+
+-- A silence (since the last arrival, or since the sequence high mark last
+-- rose) over the longest such pause of the 7 days before it, at least 10
+-- minutes. The 7-day read happens only when the silence is long enough to
+-- matter: below 1.5 times the 10-minute floor the ratio cannot fire.
+CREATE FUNCTION inbox._silence_ratio(provider text, kind text, as_of timestamptz, since timestamptz)
+RETURNS float8 LANGUAGE plpgsql STABLE SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    silence float8 := extract(epoch FROM as_of - since) - 60;  -- since the end of that minute
+    usual float8;
+BEGIN
+    IF since IS NULL THEN
+        RETURN NULL;
+    END IF;
+    IF silence <= 900 THEN
+        RETURN silence / 600;
+    END IF;
+    IF kind = 'arrivals' THEN
+        SELECT max(extract(epoch FROM x.gap)) INTO usual
+          FROM (SELECT s.minute - lag(s.minute) OVER (ORDER BY s.minute) AS gap
+                  FROM inbox.stats_minute s
+                 WHERE s.provider = _silence_ratio.provider AND s.arrivals > 0
+                   AND s.minute <= since AND s.minute >= since - interval '7 days') x;
+    ELSE
+        SELECT max(extract(epoch FROM y.gap)) INTO usual
+          FROM (SELECT x.minute - lag(x.minute) OVER (ORDER BY x.minute) AS gap
+                  FROM (SELECT s.minute, coalesce(s.max_seq > max(s.max_seq) OVER (ORDER BY s.minute
+                                   ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING), true) AS rose
+                          FROM inbox.stats_minute s
+                         WHERE s.provider = _silence_ratio.provider AND s.max_seq IS NOT NULL
+                           AND s.minute <= since AND s.minute >= since - interval '7 days') x
+                 WHERE x.rose) y;
+    END IF;
+    RETURN silence / greatest(coalesce(usual, 0), 600);
+END
+$$;
+
 -- Every check's value at `at`, from the rollups only: one row per check and
 -- provider ('*' for global checks). quiet: too little traffic for the value
 -- to mean anything; such an evaluation counts as in range.
@@ -966,7 +1027,7 @@ DECLARE
     -- Stale rollups say nothing about now: every check but stats_stale has
     -- no data, rather than reading silence into a refresh that did not run.
     stale boolean := refreshed IS NOT NULL AND extract(epoch FROM as_of - refreshed) >
-                     (SELECT c.max_value FROM inbox._check_config('stats_stale', '*') c);
+                     (SELECT c.max_value FROM inbox._check_configs() c WHERE c.name = 'stats_stale' AND c.provider = '*');
 BEGIN
     RETURN QUERY
     WITH w15 AS (
@@ -993,10 +1054,6 @@ BEGIN
         SELECT DISTINCT ON (s.provider) s.* FROM inbox.stats_minute s
          WHERE s.minute <= t0 AND s.minute > t0 - interval '10 minutes' AND s.backlog IS NOT NULL
          ORDER BY s.provider, s.minute DESC
-    ), earlier_high AS (
-        SELECT s.provider, max(s.high_seq) AS high FROM inbox.stats_minute s
-         WHERE s.minute >= t0 - interval '1 day' AND s.minute < t0 - interval '15 minutes'
-         GROUP BY s.provider
     ), growth AS (
         -- consecutive rises of a backlog over 50, newest first
         SELECT x.provider, coalesce(min(x.rn) FILTER (WHERE NOT x.rose) - 1, max(x.rn)) AS rises
@@ -1018,28 +1075,26 @@ BEGIN
                          GROUP BY 1, 2) b) y
          GROUP BY y.provider
     ), silence AS (
-        -- time since the last arrival, and since the sequence high mark rose,
-        -- each over the longest such pause in the 7 days before
-        SELECT a.provider,
-               extract(epoch FROM as_of - max(a.minute) FILTER (WHERE a.arrivals > 0) - interval '1 minute') AS since_arrival,
-               greatest(extract(epoch FROM max(a.arrival_gap)), 600) AS usual_arrival_gap,
-               extract(epoch FROM as_of - max(a.minute) FILTER (WHERE a.seq_rose) - interval '1 minute') AS since_rise,
-               greatest(extract(epoch FROM max(a.rise_gap)), 600) AS usual_rise_gap,
-               bool_or(a.seq_rose) AS has_seq
-          FROM (SELECT r.*, r.minute - lag(r.minute) OVER (PARTITION BY r.provider ORDER BY r.minute) AS arrival_gap,
-                       CASE WHEN r.seq_rose THEN r.minute - lag(r.minute)
-                            OVER (PARTITION BY r.provider, r.seq_rose ORDER BY r.minute) END AS rise_gap
-                  FROM (SELECT s.provider, s.minute, s.arrivals,
-                               coalesce(s.max_seq > max(s.max_seq) OVER (PARTITION BY s.provider ORDER BY s.minute
-                                          ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING), s.max_seq IS NOT NULL) AS seq_rose
-                          FROM inbox.stats_minute s
-                         WHERE s.minute >= t0 - interval '7 days' AND s.minute <= t0
-                           AND (s.arrivals > 0 OR s.max_seq IS NOT NULL)) r
-                 WHERE r.arrivals > 0 OR r.seq_rose) a
-         GROUP BY a.provider
-    ), history AS (
-        SELECT s.provider, min(s.minute) AS first_minute FROM inbox.stats_minute s
-         WHERE s.minute >= t0 - interval '35 days' GROUP BY s.provider
+        -- the last arrival, and the first minute the sequence high mark
+        -- reached its present value: index reads, however long the history
+        SELECT p.name AS provider,
+               (SELECT max(s.minute) FROM inbox.stats_minute s
+                 WHERE s.provider = p.name AND s.arrivals > 0
+                   AND s.minute <= t0 AND s.minute >= t0 - interval '7 days') AS last_arrival,
+               CASE WHEN src.kind = 'sequence' THEN
+                 (SELECT min(s.minute) FROM inbox.stats_minute s
+                   WHERE s.provider = p.name AND s.minute <= t0 AND s.minute >= t0 - interval '7 days'
+                     AND s.max_seq = (SELECT max(s2.max_seq) FROM inbox.stats_minute s2
+                                       WHERE s2.provider = p.name AND s2.minute <= t0
+                                         AND s2.minute >= t0 - interval '7 days')) END AS last_rise,
+               -- the high mark is a running maximum: its last sample before the window
+               CASE WHEN src.kind = 'sequence' THEN
+                 (SELECT s.high_seq FROM inbox.stats_minute s
+                   WHERE s.provider = p.name AND s.high_seq IS NOT NULL AND s.minute < t0 - interval '15 minutes'
+                     AND s.minute >= t0 - interval '1 day' ORDER BY s.minute DESC LIMIT 1) END AS earlier_high,
+               (SELECT min(s.minute) FROM inbox.stats_minute s
+                 WHERE s.provider = p.name AND s.minute >= t0 - interval '35 days') AS first_minute
+          FROM inbox.providers p LEFT JOIN inbox.gap_sources src ON src.provider = p.name
     ), errors AS (
         SELECT c.provider, count(*) FILTER (WHERE c.first_seen_at > as_of - interval '1 hour' AND c.first_seen_at <= as_of) AS fresh
           FROM inbox.error_classes c GROUP BY c.provider
@@ -1062,11 +1117,9 @@ BEGIN
       LEFT JOIN w60 ON w60.provider = p.name
       LEFT JOIN w24h ON w24h.provider = p.name
       LEFT JOIN gauge g ON g.provider = p.name
-      LEFT JOIN earlier_high eh ON eh.provider = p.name
       LEFT JOIN growth gr ON gr.provider = p.name
       LEFT JOIN widening wd ON wd.provider = p.name
       LEFT JOIN silence si ON si.provider = p.name
-      LEFT JOIN history h ON h.provider = p.name
       LEFT JOIN errors er ON er.provider = p.name
       LEFT JOIN rx ON rx.provider = p.name
       LEFT JOIN refs rf ON rf.provider = p.name
@@ -1084,9 +1137,9 @@ BEGIN
         ('backlog_growing', gr.rises::float8, NULL),
         ('processing_rate_drop', coalesce(w15.processed, 0)::float8, coalesce(g.backlog, 0) < 10),
         ('claim_starvation', g.due_unclaimed::float8, ca.claims = 0),
-        ('arrivals_low', CASE WHEN h.first_minute IS NOT NULL THEN coalesce(w15.arrivals, 0) END::float8, NULL),
-        ('arrivals_spike', CASE WHEN h.first_minute IS NOT NULL THEN coalesce(w15.arrivals, 0) END::float8, NULL),
-        ('provider_silent', si.since_arrival / si.usual_arrival_gap, NULL),
+        ('arrivals_low', CASE WHEN si.first_minute IS NOT NULL THEN coalesce(w15.arrivals, 0) END::float8, NULL),
+        ('arrivals_spike', CASE WHEN si.first_minute IS NOT NULL THEN coalesce(w15.arrivals, 0) END::float8, NULL),
+        ('provider_silent', inbox._silence_ratio(p.name, 'arrivals', as_of, si.last_arrival), NULL),
         ('deliveries_per_event', (coalesce(w15.arrivals, 0) + coalesce(w15.redeliveries, 0) + coalesce(rx.duplicates, 0))::float8
                                  / nullif(w15.arrivals, 0), coalesce(w15.arrivals, 0) < 20),
         ('redeliveries_processed', coalesce(rx.duplicates, 0)::float8 / greatest(w15.arrivals, 1),
@@ -1096,7 +1149,7 @@ BEGIN
         ('retry_ratio', (w15.claims - w15.first_claims)::float8 / nullif(w15.claims, 0), coalesce(w15.claims, 0) < 20),
         ('dead_new', coalesce(w15.dead, 0)::float8, NULL),
         ('dead_ratio', w60.dead::float8 / nullif(w60.processed + w60.dead, 0), coalesce(w60.processed + w60.dead, 0) < 20),
-        ('new_error_class', coalesce(er.fresh, 0)::float8, h.first_minute IS NULL OR h.first_minute > as_of - interval '1 day'),
+        ('new_error_class', coalesce(er.fresh, 0)::float8, si.first_minute IS NULL OR si.first_minute > as_of - interval '1 day'),
         ('lease_expiry_rate', w15.lease_expiries::float8 / nullif(w15.claims, 0), coalesce(w15.claims, 0) < 20),
         ('held_events', g.held::float8, NULL),
         ('gaps_past_grace', g.gaps_past_grace::float8, NULL),
@@ -1105,9 +1158,10 @@ BEGIN
         ('backfill_not_found_ratio', w24h.not_found::float8 / nullif(w24h.fetched + w24h.not_found + w24h.gave_up, 0),
                                      coalesce(w24h.fetched + w24h.not_found + w24h.gave_up, 0) < 10),
         ('sequence_regression', CASE WHEN src.kind = 'sequence' AND w15.max_seq IS NOT NULL
-                                     THEN greatest(coalesce(eh.high, 0) - w15.max_seq, 0) END::float8,
+                                     THEN greatest(coalesce(si.earlier_high, 0) - w15.max_seq, 0) END::float8,
                                 NULL),
-        ('sequence_tail_silence', CASE WHEN src.kind = 'sequence' AND si.has_seq THEN si.since_rise / si.usual_rise_gap END, NULL),
+        ('sequence_tail_silence', CASE WHEN src.kind = 'sequence' THEN
+                                       inbox._silence_ratio(p.name, 'sequence', as_of, si.last_rise) END, NULL),
         ('orphan_references', CASE WHEN rf.has_reference THEN coalesce(g.orphans, 0) END::float8, NULL),
         ('missing_effects', CASE WHEN rf.has_effect THEN coalesce(w60.missing_effects, 0) END::float8, NULL),
         ('verify_mismatch', coalesce(w60.verify_mismatches, 0)::float8, NULL),
@@ -1207,9 +1261,9 @@ BEGIN
         RETURN jsonb_build_object('skipped', 'busy');
     END IF;
     FOR r IN
-        SELECT v.check_name, v.provider, v.value, v.quiet, c.*
+        SELECT v.check_name, v.value, v.quiet, c.*
           FROM inbox._check_values(t) v
-          CROSS JOIN LATERAL inbox._check_config(v.check_name, v.provider) c
+          JOIN inbox._check_configs() c ON c.name = v.check_name AND c.provider = v.provider
          ORDER BY v.check_name, v.provider
     LOOP
         CONTINUE WHEN NOT r.enabled;
@@ -1218,7 +1272,7 @@ BEGIN
         hi := r.max_value;
         band := NULL;
         IF r.mode = 'learned' AND r.value IS NOT NULL THEN
-            band := inbox._check_band(inbox._check_samples(r.provider, r.sample, t, r.min_samples),
+            band := inbox._check_band(inbox._band_samples(r.provider, r.sample, t, r.min_samples),
                                       r.k, r.min_samples);
             -- A fixed limit still bounds a learned band: the band never
             -- tolerates more than the user allowed.
@@ -1481,7 +1535,7 @@ DECLARE
     member text;
 BEGIN
     FOREACH member IN ARRAY ARRAY['inbox.anomalies_id_seq', 'inbox.check_results_id_seq', 'inbox.references_id_seq',
-                                  'inbox.anomalies', 'inbox.check_results', 'inbox.check_settings',
+                                  'inbox.anomalies', 'inbox.band_samples', 'inbox.check_results', 'inbox.check_settings',
                                   'inbox.check_state', 'inbox.error_classes', 'inbox.receiver_stats',
                                   'inbox.references', 'inbox.stats_global', 'inbox.stats_minute',
                                   'inbox.stats_seen', 'inbox.stats_state'] LOOP

@@ -21,12 +21,8 @@ COMMENT ON FUNCTION inbox._hist_percentile(int[], float8) IS
   'upper edge in seconds of the histogram bucket holding quantile q; NULL when empty';
 
 CREATE FUNCTION inbox._hist_add(a int[], b int[])
-RETURNS int[] LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
-    SELECT CASE WHEN a IS NULL THEN b WHEN b IS NULL THEN a ELSE
-           ARRAY(SELECT coalesce(a[i], 0) + coalesce(b[i], 0)
-                   FROM pg_catalog.generate_series(1, greatest(cardinality(a), cardinality(b))) i
-                  ORDER BY i) END
-$$;
+RETURNS int[] AS 'MODULE_PATHNAME', 'inbox_hist_add'
+LANGUAGE C IMMUTABLE PARALLEL SAFE;
 
 CREATE AGGREGATE inbox._hist_sum(int[]) (SFUNC = inbox._hist_add, STYPE = int[]);
 
