@@ -434,10 +434,13 @@ BEGIN
            claim_hist = inbox._hist_add(m.claim_hist, EXCLUDED.claim_hist);
 
     -- Replays: new events whose payload another new event of the window has.
+    -- Bodies under 64 bytes ({} from a test button) say nothing: a real
+    -- event body carries its own ids and times.
     INSERT INTO inbox.stats_minute AS m (provider, minute, replay_suspects)
     SELECT r.provider, this_minute, sum(r.n - 1)
       FROM (SELECT d.provider, count(*) AS n FROM inbox_stats_diff d JOIN inbox.events ev ON ev.id = d.id
-             WHERE d.new_event GROUP BY d.provider, md5(ev.payload::text) HAVING count(*) > 1) r
+             WHERE d.new_event AND octet_length(ev.payload::text) >= 64
+             GROUP BY d.provider, md5(ev.payload::text) HAVING count(*) > 1) r
      GROUP BY r.provider
     ON CONFLICT ON CONSTRAINT stats_minute_pkey DO UPDATE SET replay_suspects = m.replay_suspects + EXCLUDED.replay_suspects;
 
@@ -1199,14 +1202,20 @@ CREATE FUNCTION inbox._check_transition(check_name text, provider text, started 
                                         value float8, range_lo float8, range_hi float8,
                                         severity text, data_loss boolean)
 RETURNS bigint LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
+#variable_conflict use_column
 DECLARE
     anomaly bigint;
 BEGIN
     IF started THEN
-        INSERT INTO inbox.anomalies (check_name, provider, severity, data_loss, first_seen_at, last_seen_at,
-                                     first_value, worst_value, last_value, range_lo, range_hi)
-        VALUES (check_name, provider, severity, data_loss, as_of, as_of, value, value, value, range_lo, range_hi)
-        RETURNING id INTO anomaly;
+        -- An episode still open (its state was reset by hand) goes on.
+        INSERT INTO inbox.anomalies AS a (check_name, provider, severity, data_loss, first_seen_at, last_seen_at,
+                                          first_value, worst_value, last_value, range_lo, range_hi)
+        VALUES (_check_transition.check_name, _check_transition.provider, _check_transition.severity,
+                _check_transition.data_loss, as_of, as_of, _check_transition.value, _check_transition.value,
+                _check_transition.value, _check_transition.range_lo, _check_transition.range_hi)
+        ON CONFLICT (check_name, provider) WHERE resolved_at IS NULL
+        DO UPDATE SET last_seen_at = EXCLUDED.last_seen_at, last_value = EXCLUDED.last_value
+        RETURNING a.id INTO anomaly;
     ELSE
         UPDATE inbox.anomalies a SET resolved_at = as_of, last_seen_at = as_of
          WHERE a.check_name = _check_transition.check_name AND a.provider = _check_transition.provider

@@ -411,10 +411,13 @@ BEGIN
            claim_hist = inbox._hist_add(m.claim_hist, EXCLUDED.claim_hist);
 
     -- Replays: new events whose payload another new event of the window has.
+    -- Bodies under 64 bytes ({} from a test button) say nothing: a real
+    -- event body carries its own ids and times.
     INSERT INTO inbox.stats_minute AS m (provider, minute, replay_suspects)
     SELECT r.provider, this_minute, sum(r.n - 1)
       FROM (SELECT d.provider, count(*) AS n FROM inbox_stats_diff d JOIN inbox.events ev ON ev.id = d.id
-             WHERE d.new_event GROUP BY d.provider, md5(ev.payload::text) HAVING count(*) > 1) r
+             WHERE d.new_event AND octet_length(ev.payload::text) >= 64
+             GROUP BY d.provider, md5(ev.payload::text) HAVING count(*) > 1) r
      GROUP BY r.provider
     ON CONFLICT ON CONSTRAINT stats_minute_pkey DO UPDATE SET replay_suspects = m.replay_suspects + EXCLUDED.replay_suspects;
 

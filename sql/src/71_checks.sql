@@ -595,14 +595,20 @@ CREATE FUNCTION inbox._check_transition(check_name text, provider text, started 
                                         value float8, range_lo float8, range_hi float8,
                                         severity text, data_loss boolean)
 RETURNS bigint LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
+#variable_conflict use_column
 DECLARE
     anomaly bigint;
 BEGIN
     IF started THEN
-        INSERT INTO inbox.anomalies (check_name, provider, severity, data_loss, first_seen_at, last_seen_at,
-                                     first_value, worst_value, last_value, range_lo, range_hi)
-        VALUES (check_name, provider, severity, data_loss, as_of, as_of, value, value, value, range_lo, range_hi)
-        RETURNING id INTO anomaly;
+        -- An episode still open (its state was reset by hand) goes on.
+        INSERT INTO inbox.anomalies AS a (check_name, provider, severity, data_loss, first_seen_at, last_seen_at,
+                                          first_value, worst_value, last_value, range_lo, range_hi)
+        VALUES (_check_transition.check_name, _check_transition.provider, _check_transition.severity,
+                _check_transition.data_loss, as_of, as_of, _check_transition.value, _check_transition.value,
+                _check_transition.value, _check_transition.range_lo, _check_transition.range_hi)
+        ON CONFLICT (check_name, provider) WHERE resolved_at IS NULL
+        DO UPDATE SET last_seen_at = EXCLUDED.last_seen_at, last_value = EXCLUDED.last_value
+        RETURNING a.id INTO anomaly;
     ELSE
         UPDATE inbox.anomalies a SET resolved_at = as_of, last_seen_at = as_of
          WHERE a.check_name = _check_transition.check_name AND a.provider = _check_transition.provider
