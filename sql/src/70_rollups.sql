@@ -532,7 +532,8 @@ BEGIN
     new_low := greatest(low, coalesce((SELECT e.id FROM inbox.events e
                                         WHERE e.id > low AND e.first_received_at < now() - interval '2 minutes'
                                         ORDER BY e.id DESC LIMIT 1), low));
-    TRUNCATE inbox.stats_seen;
+    -- DELETE, not TRUNCATE: its lock would queue the refresh behind a pg_dump.
+    DELETE FROM inbox.stats_seen;
     INSERT INTO inbox.stats_seen (id, status, attempts, delivery_count, received_at, payload_md5)
     SELECT d.id, d.status, d.attempts, d.delivery_count, d.received_at, d.payload_md5
       FROM inbox_stats_diff d WHERE d.id > new_low
