@@ -29,31 +29,43 @@ median() { sort -n | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
 
 psql_q -o /dev/null <<'SQL'
 SELECT inbox.register_provider(p) FROM unnest(ARRAY['bench_old', 'bench_live', 'bench_ing']) p;
+-- "ms blocks": the statement's execution time and the shared and local
+-- buffers it touched (hit or read), nested statements included. The block
+-- count does not depend on the machine's load: it is the cost model.
+CREATE OR REPLACE FUNCTION public.bench_measure(sql text) RETURNS text LANGUAGE plpgsql AS $$
+DECLARE
+    plan json;
+BEGIN
+    EXECUTE 'EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) ' || sql INTO plan;
+    RETURN format('%s %s', round((plan -> 0 ->> 'Execution Time')::numeric, 1),
+                  (plan -> 0 -> 'Plan' ->> 'Shared Hit Blocks')::bigint + (plan -> 0 -> 'Plan' ->> 'Shared Read Blocks')::bigint
+                  + (plan -> 0 -> 'Plan' ->> 'Local Hit Blocks')::bigint + (plan -> 0 -> 'Plan' ->> 'Local Read Blocks')::bigint);
+END
+$$;
 SQL
 
 # One window: WINDOW new events, WINDOW claimed and completed, then the
-# refresh and the check run, each timed. Prints "refresh_ms checks_ms" per rep.
+# refresh and the check run, each measured. Prints
+# "refresh_ms refresh_blocks checks_ms checks_blocks" per window.
 windows() {
   {
-    echo '\timing on'
     for _ in $(seq "$reps"); do
       echo "SELECT count(*) FROM (SELECT inbox.ingest_batch(array_fill('bench_live'::text, ARRAY[$window]),
               ARRAY(SELECT 'l-' || txid_current() || '-' || g FROM generate_series(1, $window) g),
-              array_fill('{\"a\": 1}'::jsonb, ARRAY[$window]))) x;"
+              array_fill('{\"a\": 1}'::jsonb, ARRAY[$window]))) x \\g /dev/null"
       echo "SELECT count(*) FROM (SELECT inbox.complete_batch(array_agg(id), array_agg(lease_token))
-              FROM inbox.claim($window, provider => 'bench_live') HAVING count(*) > 0) x;"
-      echo "SELECT inbox.refresh_stats();"
-      echo "SELECT inbox.run_checks();"
+              FROM inbox.claim($window, provider => 'bench_live') HAVING count(*) > 0) x \\g /dev/null"
+      echo "SELECT public.bench_measure('SELECT inbox.refresh_stats()') || ' ' || public.bench_measure('SELECT inbox.run_checks()');"
     done
-  } | psql -X -q -v ON_ERROR_STOP=1 -o /dev/null 2>&1 \
-    | sed -n 's/^Time: \([0-9.]*\) ms.*/\1/p' | awk 'NR % 4 == 3 { r = $1 } NR % 4 == 0 { print r, $1 }'
+  } | psql -X -q -At -v ON_ERROR_STOP=1
 }
 
-echo "== refresh + check run by table size ($reps windows of $window events each, median ms)"
+echo "== refresh + check run by table size ($reps windows of $window events each; medians)"
 # The check run reads only the rollups: its time does not depend on the
 # table, so it is the control. refresh/checks against the first size is the
-# refresh's growth with the machine's drift between sizes taken out.
-printf '%-12s %-10s %10s %10s %14s %14s %16s\n' events size refresh checks refresh_ratio checks_ratio normalized_ratio
+# refresh's growth with the machine's drift between sizes taken out; the
+# buffers touched are the same comparison without the machine at all.
+printf '%-10s %-9s %11s %11s %9s %11s %9s %9s %10s\n' events size refresh_ms refresh_buf checks_ms checks_buf time_x norm_x buffers_x
 base_refresh=""; base_checks=""
 for size in $sizes; do
   have=$(psql_q -At -c "SELECT count(*) FROM inbox.events")
@@ -73,11 +85,13 @@ for size in $sizes; do
     -c "SELECT inbox.refresh_stats()"
   windows >"$work/w-$size"
   r=$(awk '{print $1}' "$work/w-$size" | median)
-  c=$(awk '{print $2}' "$work/w-$size" | median)
-  [ -z "$base_refresh" ] && { base_refresh=$r; base_checks=$c; }
-  printf '%-12s %-10s %10s %10s %13sx %13sx %15sx\n' "$(psql_q -At -c "SELECT count(*) FROM inbox.events")" \
-    "$(psql_q -At -c "SELECT pg_size_pretty(pg_total_relation_size('inbox.events'))")" "$r" "$c" \
-    "$(calc "$r / $base_refresh")" "$(calc "$c / $base_checks")" "$(calc "($r / $c) / ($base_refresh / $base_checks)")"
+  rb=$(awk '{print $2}' "$work/w-$size" | median)
+  c=$(awk '{print $3}' "$work/w-$size" | median)
+  cb=$(awk '{print $4}' "$work/w-$size" | median)
+  [ -z "$base_refresh" ] && { base_refresh=$r; base_checks=$c; base_blocks=$rb; }
+  printf '%-10s %-9s %11s %11s %9s %11s %8sx %8sx %9sx\n' "$(psql_q -At -c "SELECT count(*) FROM inbox.events")" \
+    "$(psql_q -At -c "SELECT pg_size_pretty(pg_total_relation_size('inbox.events'))")" "$r" "$rb" "$c" "$cb" \
+    "$(calc "$r / $base_refresh")" "$(calc "($r / $c) / ($base_refresh / $base_checks)")" "$(calc "$rb / $base_blocks")"
 done
 
 echo
@@ -138,4 +152,5 @@ for round in $(seq "${PAIRS:-3}"); do
              round, n, 1000 * per / n, 100 * busy / (last - first), rin, rout, r, 100 * f, 1 - f * (1 - r)
     }' "$work/runs.txt" "$work/tx.txt"
 done
-psql_q -o /dev/null -c "DROP PROCEDURE public.bench_watch(int, float8)" -c "DROP TABLE public.bench_watch_runs"
+psql_q -o /dev/null -c "DROP PROCEDURE public.bench_watch(int, float8)" -c "DROP TABLE public.bench_watch_runs" \
+  -c "DROP FUNCTION public.bench_measure(text)"
