@@ -6,14 +6,17 @@
 #   make bench      benchmarks (scripts/bench.sh)
 
 EXTENSION = pg_inbox
-EXTVERSION = 0.1.0
+EXTVERSION = 0.2.0
 
 MODULE_big = pg_inbox
 OBJS = $(patsubst %.cpp,%.o,$(sort $(wildcard extension/*.cpp)))
 
-# The install script is assembled from sql/src/ in name order.
+# The install script of the current version is assembled from sql/src/ in
+# name order. Released versions are frozen files (sql/pg_inbox--0.1.0.sql),
+# and every release ships one upgrade script from the one before it, so
+# `ALTER EXTENSION pg_inbox UPDATE` walks any installed version forward.
 DATA_built = sql/$(EXTENSION)--$(EXTVERSION).sql
-DATA = $(filter-out $(DATA_built),$(wildcard sql/$(EXTENSION)--*--*.sql))
+DATA = $(filter-out $(DATA_built),$(wildcard sql/$(EXTENSION)--*.sql))
 EXTRA_CLEAN = $(DATA_built)
 
 PG_CXXFLAGS = -std=c++17 -Wall -Wextra -Wno-register -Wno-missing-field-initializers \
@@ -34,8 +37,13 @@ receiver:
 	@cmake -S . -B build -DCMAKE_BUILD_TYPE=Release >/dev/null
 	@cmake --build build -j2 | grep -v "^\[" || true
 
-$(DATA_built): $(sort $(wildcard sql/src/*.sql))
-	cat $^ > $@
+# Rebuilt whenever its parts change, including when one is removed (FORCE),
+# but rewritten only when the result differs, so installs stay incremental.
+$(DATA_built): $(sort $(wildcard sql/src/*.sql)) FORCE
+	@cat $(filter-out FORCE,$^) > $@.tmp
+	@cmp -s $@.tmp $@ && rm $@.tmp || mv $@.tmp $@
+.PHONY: FORCE
+FORCE:
 
 extension/*.o: $(wildcard extension/*.hpp)
 

@@ -8,6 +8,7 @@ extern "C" {
 #include "access/detoast.h"
 #include "access/htup_details.h"
 #include "catalog/pg_type.h"
+#include "commands/event_trigger.h"
 #include "executor/spi.h"
 #include "fmgr.h"
 #include "funcapi.h"
