@@ -16,6 +16,7 @@
 #include "common/config.h"
 #include "intake/http_server.h"
 #include "common/log.h"
+#include "forward/forwarder.h"
 #include "intake/providers/provider.h"
 #include "intake/sign_command.h"
 
@@ -202,6 +203,36 @@ int cmd_backfill(const Args& args) {
   return 0;
 }
 
+// The forwarder: delivers outbox messages and provider events to the
+// [[route]] endpoints. --once drains what is due and exits (tests, cron);
+// otherwise it polls until SIGTERM or SIGINT.
+int cmd_forward(const Args& args) {
+  Flags f = parse_flags(args, {"config"}, {"once", "quiet"});
+  inbox::Config config = config_from(f);
+  if (f.has("quiet")) inbox::set_request_logging(false);
+  sigset_t stop_signals;
+  sigemptyset(&stop_signals);
+  sigaddset(&stop_signals, SIGTERM);
+  sigaddset(&stop_signals, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
+  inbox::Forwarder forwarder(config, inbox::load_forward_config(f.get("config"), config.database_url));
+  forwarder.start(f.has("once"));
+  if (f.has("once")) {
+    forwarder.join();
+  } else {
+    int sig = 0;
+    sigwait(&stop_signals, &sig);
+    inbox::log_line("info", "stopping", {{"signal", strsignal(sig)}});
+    forwarder.stop();
+  }
+  const inbox::ForwardStats& s = forwarder.stats();
+  inbox::log_line("info", "forward stopped",
+                  {inbox::num("delivered", s.delivered.load()), inbox::num("retried", s.retried.load()),
+                   inbox::num("dead", s.dead.load()), inbox::num("rejected", s.rejected.load()),
+                   inbox::num("lost", s.lost.load()), inbox::num("db_errors", s.db_errors.load())});
+  return 0;
+}
+
 struct Command {
   const char* name;
   const char* usage;
@@ -216,6 +247,7 @@ const Command kCommands[] = {
      "[--format curl|headers|tsv] [--count N] [--timestamp UNIX]",
      cmd_sign},
     {"backfill", "backfill --config FILE [--once]", cmd_backfill},
+    {"forward", "forward --config FILE [--once] [--quiet]", cmd_forward},
 };
 
 int usage(std::FILE* out) {

@@ -301,8 +301,8 @@ Config parse_config(const std::string& toml_text, const std::string& source_name
   }
   reject_unknown_keys(root,
                       {"listen", "database_url", "max_body_bytes", "http", "database", "batching",
-                       "backfill", "provider"},
-                      "top level");
+                       "backfill", "provider", "forward", "route"},
+                      "top level");  // forward, route: read by forward/route_config
   Config c;
   c.listen = get_string(root, "listen", "top level", c.listen);
   if (c.listen.rfind(':') == std::string::npos)
@@ -380,7 +380,8 @@ Config parse_config(const std::string& toml_text, const std::string& source_name
       c.providers.push_back(std::move(p));
     }
   }
-  if (c.providers.empty()) throw ConfigError("no [[provider]] configured");
+  if (c.providers.empty() && !root.get("route"))  // a forward-only config needs none
+    throw ConfigError("no [[provider]] configured");
   check_backfill(c);
   return c;
 }
