@@ -7,7 +7,7 @@ FROM debian:12 AS build
 RUN apt-get update \
  && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends \
       build-essential cmake pkg-config \
-      libcpp-httplib-dev libssl-dev libpq-dev libtomlplusplus-dev libsimdjson-dev \
+      libcpp-httplib-dev libssl-dev libpq-dev libtomlplusplus-dev libsimdjson-dev libboost1.81-dev \
  && rm -rf /var/lib/apt/lists/*
 WORKDIR /src
 COPY CMakeLists.txt ./
@@ -28,7 +28,7 @@ COPY --from=build /src/build/inbox-receiver /usr/local/bin/inbox-receiver
 COPY examples/ /usr/share/doc/inbox-receiver/examples/
 USER inbox
 EXPOSE 8080
-# SIGTERM: stop accepting, finish in-flight requests, commit queued events.
+# SIGTERM: stop accepting, answer in-flight requests ([http] drain_ms), exit 0.
 STOPSIGNAL SIGTERM
 ENTRYPOINT ["/usr/local/bin/inbox-receiver"]
 CMD ["serve", "--config", "/etc/inbox-receiver/receiver.toml"]

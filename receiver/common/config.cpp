@@ -57,6 +57,15 @@ const toml::table* get_table(const toml::table& t, const char* key) {
   return n->as_table();
 }
 
+// Errors that do not stop parsing (an unset environment variable): collected
+// while parse_config runs, so check-config can list them all in one run.
+thread_local std::vector<std::string>* t_soft_errors = nullptr;
+
+void soft_error(const std::string& message) {
+  if (!t_soft_errors) throw ConfigError(message);
+  t_soft_errors->push_back(message);
+}
+
 // A string value given inline or as { env = "NAME" }; nullopt when the key is
 // absent (or, under EnvPolicy::lenient, when the variable is unset).
 std::optional<std::string> get_string_or_env(const toml::table& t, const char* key,
@@ -73,7 +82,8 @@ std::optional<std::string> get_string_or_env(const toml::table& t, const char* k
   const char* value = std::getenv(var.c_str());
   if (!value || !*value) {
     if (env == EnvPolicy::lenient) return std::nullopt;
-    throw ConfigError(w + ": environment variable " + var + " is not set or empty");
+    soft_error(w + ": environment variable " + var + " is not set or empty");
+    return std::nullopt;
   }
   return std::string(value);
 }
@@ -170,9 +180,11 @@ std::string read_database_url(const toml::table& t, const std::string& where, En
     std::string var = get_string(*dt, "env", "database_url");
     const char* value = var.empty() ? nullptr : std::getenv(var.c_str());
     if ((!value || !*value) && env == EnvPolicy::lenient) value = "";
-    if (!value || (!*value && env == EnvPolicy::require))
-      throw ConfigError("database_url: environment variable " + (var.empty() ? "(none)" : var) +
-                        " is not set or empty");
+    if (!value || (!*value && env == EnvPolicy::require)) {
+      soft_error("database_url: environment variable " + (var.empty() ? "(none)" : var) +
+                 " is not set or empty");
+      return "";
+    }
     return value;
   }
   return get_string(t, "database_url", where);
@@ -198,7 +210,8 @@ void read_secrets(const toml::table& t, const std::string& where, ProviderConfig
       const char* value = std::getenv(var.c_str());
       if (!value || !*value) {
         if (env == EnvPolicy::lenient) continue;
-        throw ConfigError(w + ": environment variable " + var + " is not set or empty");
+        soft_error(w + ": environment variable " + var + " is not set or empty");
+        continue;
       }
       p.secrets.push_back(value);
       p.secret_names.push_back("env " + var);
@@ -299,19 +312,46 @@ Config parse_config(const std::string& toml_text, const std::string& source_name
         << e.description();
     throw ConfigError(msg.str());
   }
+  // Each part is checked even when an earlier one failed: every error is
+  // reported at once.
+  std::vector<std::string> errors;
+  struct Scope {
+    explicit Scope(std::vector<std::string>* e) { t_soft_errors = e; }
+    ~Scope() { t_soft_errors = nullptr; }
+  } scope(&errors);
+  auto collect = [&](auto part) {
+    try {
+      part();
+    } catch (const ConfigError& e) {
+      errors.push_back(e.what());
+    }
+  };
+  Config c;
+  collect([&] {
   reject_unknown_keys(root,
                       {"listen", "database_url", "max_body_bytes", "http", "database", "batching",
+<<<<<<< HEAD
                        "backfill", "provider", "forward", "route"},
                       "top level");  // forward, route: read by forward/route_config
   Config c;
+=======
+                       "backfill", "provider"},
+                      "top level");
+  });
+  collect([&] {
+>>>>>>> intake
   c.listen = get_string(root, "listen", "top level", c.listen);
   if (c.listen.rfind(':') == std::string::npos)
     throw ConfigError("\"listen\" must be host:port, e.g. \"127.0.0.1:8080\"");
-  c.database_url = read_database_url(root, "top level", env);
+  });
+  collect([&] { c.database_url = read_database_url(root, "top level", env); });
+  collect([&] {
   c.max_body_bytes = static_cast<std::size_t>(
       get_int(root, "max_body_bytes", "top level", static_cast<int>(c.max_body_bytes), 1,
               64 << 20));
+  });
 
+  collect([&] {
   if (const toml::table* h = get_table(root, "http")) {
     reject_unknown_keys(*h, {"threads", "read_timeout_ms", "write_timeout_ms",
                              "keep_alive_timeout_s", "keep_alive_max_requests", "backlog", "max_queued",
@@ -333,6 +373,8 @@ Config parse_config(const std::string& toml_text, const std::string& source_name
     c.min_body_rate = get_int(*h, "min_body_rate", "[http]", c.min_body_rate, 1, 1 << 30);
     c.drain_ms = get_int(*h, "drain_ms", "[http]", c.drain_ms, 0, 600000);
   }
+  });
+  collect([&] {
   if (const toml::table* d = get_table(root, "database")) {
     reject_unknown_keys(*d, {"pool_size", "connect_timeout_s", "statement_timeout_ms",
                              "deadline_ms", "retry_after_s", "max_queued_bytes"},
@@ -347,6 +389,8 @@ Config parse_config(const std::string& toml_text, const std::string& source_name
     c.max_queued_bytes = static_cast<std::size_t>(
         get_int(*d, "max_queued_bytes", "[database]", static_cast<int>(c.max_queued_bytes), 1 << 16, 1 << 30));
   }
+  });
+  collect([&] {
   if (const toml::table* b = get_table(root, "batching")) {
     reject_unknown_keys(*b, {"enabled", "max_events", "max_wait_us"}, "[batching]");
     c.batching = get_bool(*b, "enabled", "[batching]", c.batching);
@@ -354,6 +398,8 @@ Config parse_config(const std::string& toml_text, const std::string& source_name
     c.batch_max_wait_us = get_int(*b, "max_wait_us", "[batching]", c.batch_max_wait_us, 0, 100000);
   }
 
+  });
+  collect([&] {
   if (const toml::table* b = get_table(root, "backfill")) {
     reject_unknown_keys(*b, {"enabled", "database_url", "poll_interval_ms", "batch_size", "lease_s",
                              "max_attempts"},
@@ -367,6 +413,9 @@ Config parse_config(const std::string& toml_text, const std::string& source_name
     w.max_attempts = get_int(*b, "max_attempts", "[backfill]", w.max_attempts, 1, 1000);
   }
 
+  });
+
+  collect([&] {
   if (const toml::node* n = root.get("provider")) {
     const toml::array* arr = n->as_array();
     if (!arr) throw ConfigError("providers are [[provider]] tables");
@@ -375,14 +424,27 @@ Config parse_config(const std::string& toml_text, const std::string& source_name
       ++index;
       const toml::table* pt = pn.as_table();
       if (!pt) throw ConfigError("providers are [[provider]] tables");
-      ProviderConfig p = read_provider(*pt, index, env);
-      if (c.find_provider(p.name)) throw ConfigError("provider \"" + p.name + "\" is listed twice");
-      c.providers.push_back(std::move(p));
+      collect([&] {
+        ProviderConfig p = read_provider(*pt, index, env);
+        if (c.find_provider(p.name)) throw ConfigError("provider \"" + p.name + "\" is listed twice");
+        c.providers.push_back(std::move(p));
+      });
     }
   }
+<<<<<<< HEAD
   if (c.providers.empty() && !root.get("route"))  // a forward-only config needs none
     throw ConfigError("no [[provider]] configured");
   check_backfill(c);
+=======
+  });
+  if (!root.get("provider")) errors.push_back("no [[provider]] configured");
+  if (errors.empty()) collect([&] { check_backfill(c); });
+  if (!errors.empty()) {
+    std::string all;
+    for (const std::string& e : errors) all += (all.empty() ? "" : "\n") + e;
+    throw ConfigError(all);
+  }
+>>>>>>> intake
   return c;
 }
 

@@ -7,8 +7,10 @@
 
 #include "common/config.h"
 #include "intake/providers/provider.h"
+#include "test_support.h"
 
 using namespace inbox;
+using inbox::test::run_command;
 
 namespace {
 
@@ -116,4 +118,30 @@ TEST(Config, ExamplesParse) {
     for (const auto& p : c.providers) EXPECT_NO_THROW(make_provider(p));
   }
   EXPECT_GT(n, 0);
+}
+
+// check-config lists every error in one run, every unset variable included.
+TEST(Config, EveryErrorInOneRun) {
+  unsetenv("INBOX_TEST_UNSET_DB");
+  unsetenv("INBOX_TEST_UNSET_A");
+  unsetenv("INBOX_TEST_UNSET_B");
+  std::string e = error_of(
+      "database_url = { env = \"INBOX_TEST_UNSET_DB\" }\n[http]\nthreads = -1\n"
+      "[[provider]]\nname = \"a\"\nscheme = \"github\"\nsecrets = [{ env = \"INBOX_TEST_UNSET_A\" }]\n"
+      "[[provider]]\nname = \"b\"\nscheme = \"stripe\"\nsecrets = [{ env = \"INBOX_TEST_UNSET_B\" }]\n");
+  for (const char* part : {"INBOX_TEST_UNSET_DB", "INBOX_TEST_UNSET_A", "INBOX_TEST_UNSET_B", "\"threads\""})
+    EXPECT_NE(e.find(part), std::string::npos) << part << " missing from: " << e;
+}
+
+// --version, and --help for every command (exit 0, the command's usage).
+TEST(Cli, VersionAndHelpForEveryCommand) {
+  int rc = -1;
+  std::string out = run_command(std::string(INBOX_RECEIVER_BIN) + " --version", &rc);
+  EXPECT_EQ(rc, 0);
+  EXPECT_EQ(out.rfind("inbox-receiver ", 0), 0u) << out;
+  for (const char* cmd : {"serve", "check-config", "sign", "backfill"}) {
+    out = run_command(std::string(INBOX_RECEIVER_BIN) + " " + cmd + " --help", &rc);
+    EXPECT_EQ(rc, 0) << cmd;
+    EXPECT_NE(out.find(std::string("usage: inbox-receiver ") + cmd), std::string::npos) << out;
+  }
 }
