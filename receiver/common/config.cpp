@@ -330,16 +330,10 @@ Config parse_config(const std::string& toml_text, const std::string& source_name
   collect([&] {
   reject_unknown_keys(root,
                       {"listen", "database_url", "max_body_bytes", "http", "database", "batching",
-<<<<<<< HEAD
                        "backfill", "provider", "forward", "route"},
                       "top level");  // forward, route: read by forward/route_config
-  Config c;
-=======
-                       "backfill", "provider"},
-                      "top level");
   });
   collect([&] {
->>>>>>> intake
   c.listen = get_string(root, "listen", "top level", c.listen);
   if (c.listen.rfind(':') == std::string::npos)
     throw ConfigError("\"listen\" must be host:port, e.g. \"127.0.0.1:8080\"");
@@ -431,20 +425,15 @@ Config parse_config(const std::string& toml_text, const std::string& source_name
       });
     }
   }
-<<<<<<< HEAD
-  if (c.providers.empty() && !root.get("route"))  // a forward-only config needs none
-    throw ConfigError("no [[provider]] configured");
-  check_backfill(c);
-=======
   });
-  if (!root.get("provider")) errors.push_back("no [[provider]] configured");
+  if (!root.get("provider") && !root.get("route"))  // a forward-only config needs none
+    errors.push_back("no [[provider]] configured");
   if (errors.empty()) collect([&] { check_backfill(c); });
   if (!errors.empty()) {
     std::string all;
     for (const std::string& e : errors) all += (all.empty() ? "" : "\n") + e;
     throw ConfigError(all);
   }
->>>>>>> intake
   return c;
 }
 
