@@ -107,7 +107,7 @@ SELECT is(inbox.fail_outbox(id, lease_token, 'HTTP 500', NULL, 2), 'dead', 'fail
   FROM claimed2;
 SELECT is((SELECT status || ' ' || (processed_at IS NOT NULL) FROM inbox.outbox_delivery d JOIN claimed2 c ON c.id = d.message_id),
           'dead true', 'a dead message has status dead and processed_at (what the checks count)');
-SELECT is((SELECT string_agg(attempt || ':' || outcome, ',' ORDER BY attempt) FROM inbox.outbox_attempts a
+SELECT is((SELECT string_agg(a.attempt || ':' || a.outcome, ',' ORDER BY a.attempt) FROM inbox.outbox_attempts a
             JOIN claimed2 c ON c.id = a.message_id), '1:retry,2:dead', 'the history of both attempts');
 
 -- Reject (410), and an expired lease reclaimed: the history says expired.
@@ -120,7 +120,7 @@ CREATE TEMP TABLE claimed4 AS SELECT * FROM inbox.claim_outbox('{receipts}', 10,
 SELECT is((SELECT attempt FROM claimed4), 2, 'reclaim: attempt 2');
 SELECT ok(NOT inbox.complete_outbox(id, lease_token), 'the first holder''s complete is refused (lost)') FROM claimed3;
 SELECT is(inbox.reject_outbox(id, lease_token, 'HTTP 410'), 'rejected', 'reject') FROM claimed4;
-SELECT is((SELECT string_agg(attempt || ':' || outcome, ',' ORDER BY attempt) FROM inbox.outbox_attempts a
+SELECT is((SELECT string_agg(a.attempt || ':' || a.outcome, ',' ORDER BY a.attempt) FROM inbox.outbox_attempts a
             JOIN claimed4 c ON c.id = a.message_id), '1:expired,2:rejected', 'the history says the lease expired');
 
 SELECT * FROM finish();
