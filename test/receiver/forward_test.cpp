@@ -16,6 +16,7 @@
 #include <functional>
 #include <map>
 #include <mutex>
+#include <random>
 #include <set>
 #include <thread>
 
@@ -39,6 +40,17 @@ std::string forwarder_database_url() {
             "IN ROLE inbox_forwarder; EXCEPTION WHEN duplicate_object THEN NULL; END $$");
   });
   return login_database_url("inbox_forward_test", "inbox_forward_test");
+}
+
+// A login in inbox_forwarder and inbox_worker: forwards outbox messages and provider events.
+std::string event_forwarder_database_url() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    Db db;
+    db.exec("DO $$ BEGIN CREATE ROLE inbox_forward_events_test LOGIN PASSWORD 'inbox_forward_events_test' "
+            "IN ROLE inbox_forwarder, inbox_worker; EXCEPTION WHEN duplicate_object THEN NULL; END $$");
+  });
+  return login_database_url("inbox_forward_events_test", "inbox_forward_events_test");
 }
 
 // A consumer stand-in on 127.0.0.1: records every request, answers what
@@ -70,6 +82,7 @@ class Consumer {
       res.status = status;
       res.set_content("ok", "text/plain");
     });
+    server_.new_task_queue = [] { return new httplib::ThreadPool(32); };  // a thread per keep-alive connection
     port_ = server_.bind_to_any_port("127.0.0.1");
     thread_ = std::thread([this] { server_.listen_after_bind(); });
     while (!server_.is_running()) std::this_thread::sleep_for(std::chrono::milliseconds(5));
@@ -366,6 +379,37 @@ TEST_F(ForwardTest, OrderedRouteKeepsEachKeysOrder) {
   EXPECT_EQ(history(db, ids[1]), "1:delivered:200");
 }
 
+// A provider route is the no-code consumer: the provider's incoming events,
+// claimed with inbox.claim(provider), completed with inbox.complete.
+TEST_F(ForwardTest, ProviderRouteForwardsIncomingEvents) {
+  REQUIRE_DATABASE();
+  Db db;
+  Consumer consumer([](const Consumer::Request& r, int) { return r.body.find("fail") != std::string::npos ? 500 : 200; });
+  const std::string provider = "t_fwd_" + run_id();
+  db.exec("SELECT inbox.register_provider(" + db.quote(provider) + ", max_attempts => 1)");
+  db.exec("SELECT inbox.ingest(" + db.quote(provider) + ", 'evt_ok', '{\"type\": \"invoice.paid\"}')");
+  db.exec("SELECT inbox.ingest(" + db.quote(provider) + ", 'evt_bad', '{\"type\": \"fail\"}')");
+  std::string path = dir_ + "/events.toml";
+  std::ofstream(path) << "database_url = " << toml_string(event_forwarder_database_url()) << "\n"
+                      << "[[route]]\nname = \"events\"\nprovider = " << toml_string(provider) << "\n"
+                      << "url = " << toml_string(consumer.url()) << "\nsecret = " << toml_string(kSecret) << "\n";
+  std::string out;
+  ASSERT_EQ(run_once(path, &out), 0) << out;
+  auto status = [&](const std::string& ext) {
+    return db.scalar("SELECT status FROM inbox.events WHERE provider = " + db.quote(provider) +
+                     " AND external_id = " + db.quote(ext)).value_or("none");
+  };
+  EXPECT_EQ(status("evt_ok"), "done");
+  EXPECT_EQ(status("evt_bad"), "dead") << "the provider's own max_attempts (1)";
+  auto reqs = consumer.requests();
+  ASSERT_EQ(reqs.size(), 2u);
+  std::string id = *db.scalar("SELECT id FROM inbox.events WHERE provider = " + db.quote(provider) +
+                              " AND external_id = 'evt_ok'");
+  EXPECT_TRUE(reqs[0].id == "evt_" + id || reqs[1].id == "evt_" + id);
+  inbox::WebhookSigner signer(kSecret);
+  for (const auto& r : reqs) EXPECT_EQ(r.signature, signer.sign(r.id, std::stoll(r.timestamp), r.body));
+}
+
 // The consumer side verifies with the reference library (npm standardwebhooks);
 // a wrong secret fails there, so the check can fail.
 TEST_F(ForwardTest, ReferenceLibraryVerifiesTheSignatures) {
@@ -399,6 +443,76 @@ TEST_F(ForwardTest, ReferenceLibraryVerifiesTheSignatures) {
   EXPECT_EQ(count("\"verified\":true"), 5u) << text;
   EXPECT_EQ(count("\"verified\":false"), 1u) << text;
   EXPECT_EQ(state(db, other), "pending 1") << "a 401 is retried";
+}
+
+// 10k messages, 4 forwarder replicas, a consumer failing 20% of requests at
+// random, and one replica killed with SIGKILL midway (replaced): every
+// message is delivered, none is lost, and every message the consumer answered
+// 2xx more than once has an expired attempt in its history (a completion the
+// killed replica never committed).
+TEST_F(ForwardTest, TenThousandMessagesFourReplicasFlakyConsumer) {
+  REQUIRE_DATABASE();
+  const int n = 10000;
+  Db db;
+  std::mutex mu;
+  std::mt19937 rng(12345);
+  std::map<std::string, int> ok_answers;
+  Consumer consumer([&](const Consumer::Request& r, int) {
+    std::lock_guard<std::mutex> lock(mu);
+    if (std::uniform_int_distribution<int>(1, 100)(rng) <= 20) return 503;
+    ++ok_answers[r.id];
+    return 200;
+  });
+  db.exec("SELECT count(inbox.publish(" + db.quote(topic_) + ", NULL, jsonb_build_object('i', i))) "
+          "FROM generate_series(1, " + std::to_string(n) + ") i");
+  std::string config = write_config(consumer.url(),
+                                    "concurrency = 2\nbatch_size = 5\nmax_attempts = 100\n", kSecret, 4);
+  std::vector<pid_t> replicas;
+  for (int i = 0; i < 4; ++i) replicas.push_back(spawn(config));
+  const std::string where = " FROM inbox.outbox_delivery d JOIN inbox.outbox m ON m.id = d.message_id WHERE m.topic = " +
+                            db.quote(topic_);
+  auto done = [&] { return std::stol(*db.scalar("SELECT count(*)" + where + " AND d.status = 'done'")); };
+  ASSERT_TRUE(wait_until([&] { return done() >= n / 3; }, 120s)) << done();
+  kill(replicas[0], SIGKILL);
+  waitpid(replicas[0], nullptr, 0);
+  children_.erase(children_.begin());
+  spawn(config);
+  ASSERT_TRUE(wait_until([&] { return done() == n; }, 240s)) << done() << " of " << n << " done";
+
+  // Every message delivered (applied by the consumer), none lost.
+  EXPECT_EQ(consumer.applied().size(), static_cast<size_t>(n));
+  EXPECT_EQ(*db.scalar("SELECT count(*)" + where + " AND d.status <> 'done'"), "0");
+  // Duplicates: exactly the messages with an expired attempt can have more
+  // than one 2xx.
+  std::set<std::string> expired;
+  db.exec("CREATE TEMP TABLE IF NOT EXISTS load_expired (id text)");
+  for (int row = 0;; ++row) {
+    auto id = db.scalar("SELECT 'msg_' || a.message_id FROM inbox.outbox_attempts a JOIN inbox.outbox m "
+                        "ON m.id = a.message_id WHERE m.topic = " + db.quote(topic_) +
+                        " AND a.outcome = 'expired' ORDER BY a.message_id, a.attempt OFFSET " + std::to_string(row) +
+                        " LIMIT 1");
+    if (!id) break;
+    expired.insert(*id);
+  }
+  long duplicates = 0, unexplained = 0;
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    for (const auto& [id, count] : ok_answers) {
+      if (count <= 1) continue;
+      duplicates += count - 1;
+      if (!expired.count(id)) ++unexplained;
+    }
+  }
+  EXPECT_EQ(unexplained, 0) << "a duplicate without an expired attempt";
+  // Every attempt ended with a recorded outcome.
+  EXPECT_EQ(*db.scalar("SELECT count(*) FROM inbox.outbox_attempts a JOIN inbox.outbox m ON m.id = a.message_id "
+                       "WHERE m.topic = " + db.quote(topic_) + " AND a.outcome IS NULL"), "0");
+  const auto requests = consumer.requests().size();
+  std::cout << "[ load ] messages " << n << ", requests " << requests << ", duplicates " << duplicates
+            << ", expired attempts " << expired.size() << ", retries "
+            << *db.scalar("SELECT count(*) FROM inbox.outbox_attempts a JOIN inbox.outbox m ON m.id = a.message_id "
+                          "WHERE m.topic = " + db.quote(topic_) + " AND a.outcome = 'retry'")
+            << "\n";
 }
 
 }  // namespace
