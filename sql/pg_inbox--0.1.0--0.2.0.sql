@@ -297,28 +297,45 @@ $$;
 COMMENT ON FUNCTION inbox.claim_outbox(text[], int, interval, boolean, text, text) IS
   'Lease up to max_rows due outbox messages of these topics; ordered = one in flight per key';
 
--- The consumer answered 2xx. True also when repeated; false when the lease
--- was lost to another claim (an expired lease nobody reclaimed still completes).
-CREATE FUNCTION inbox.complete_outbox(id bigint, lease_token uuid,
-                                      status_code int DEFAULT NULL, detail text DEFAULT NULL)
-RETURNS boolean LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+-- Records how an attempt ended in its history row.
+CREATE FUNCTION inbox._outbox_record(message_id bigint, attempt int, outcome text, status_code int, detail text)
+RETURNS void LANGUAGE sql SET search_path = pg_catalog, pg_temp AS $$
+    UPDATE inbox.outbox_attempts a
+       SET finished_at = now(), outcome = $3, status_code = $4, detail = left($5, 4096)
+     WHERE a.message_id = $1 AND a.attempt = $2
+$$;
+
+-- Ends the delivery a current lease holds as done or rejected, with its
+-- history; false (nothing changed) when the token is not the current lease.
+CREATE FUNCTION inbox._outbox_finish(id bigint, lease_token uuid, final_status text, outcome text,
+                                     status_code int, detail text)
+RETURNS boolean LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
     n int;
 BEGIN
     PERFORM inbox._outbox_require(id, lease_token);
     UPDATE inbox.outbox_delivery d
-       SET status = 'done', processed_at = now(), lease_expires_at = NULL
-     WHERE d.message_id = complete_outbox.id AND d.lease_token = complete_outbox.lease_token
+       SET status = final_status, processed_at = now(), lease_expires_at = NULL,
+           last_error = CASE WHEN final_status = 'done' THEN d.last_error ELSE left(detail, 4096) END
+     WHERE d.message_id = _outbox_finish.id AND d.lease_token = _outbox_finish.lease_token
        AND d.status = 'processing'
     RETURNING d.attempts INTO n;
     IF NOT FOUND THEN
-        RETURN inbox._outbox_lease_state(id, lease_token) = 'done';
+        RETURN false;
     END IF;
-    UPDATE inbox.outbox_attempts a
-       SET finished_at = now(), outcome = 'delivered', status_code = complete_outbox.status_code,
-           detail = left(complete_outbox.detail, 4096)
-     WHERE a.message_id = complete_outbox.id AND a.attempt = n;
+    PERFORM inbox._outbox_record(id, n, outcome, status_code, detail);
     RETURN true;
+END
+$$;
+
+-- The consumer answered 2xx. True also when repeated; false when the lease
+-- was lost to another claim (an expired lease nobody reclaimed still completes).
+CREATE FUNCTION inbox.complete_outbox(id bigint, lease_token uuid,
+                                      status_code int DEFAULT NULL, detail text DEFAULT NULL)
+RETURNS boolean LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+BEGIN
+    RETURN inbox._outbox_finish(id, lease_token, 'done', 'delivered', status_code, detail)
+        OR inbox._outbox_lease_state(id, lease_token) = 'done';
 END
 $$;
 
@@ -377,10 +394,7 @@ BEGIN
         RETURN 'lost';
     END IF;
     result := CASE d.status WHEN 'dead' THEN 'dead' ELSE 'retry' END;
-    UPDATE inbox.outbox_attempts a
-       SET finished_at = now(), outcome = result, status_code = fail_outbox.status_code,
-           detail = left(error, 4096)
-     WHERE a.message_id = d.message_id AND a.attempt = d.attempts;
+    PERFORM inbox._outbox_record(d.message_id, d.attempts, result, status_code, error);
     RETURN result;
 END
 $$;
@@ -390,27 +404,15 @@ $$;
 CREATE FUNCTION inbox.reject_outbox(id bigint, lease_token uuid, error text,
                                     status_code int DEFAULT 410)
 RETURNS text LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
-DECLARE
-    n int;
 BEGIN
-    PERFORM inbox._outbox_require(id, lease_token);
     IF error IS NULL THEN
         RAISE EXCEPTION 'error must not be null' USING ERRCODE = 'null_value_not_allowed';
     END IF;
-    UPDATE inbox.outbox_delivery d
-       SET status = 'rejected', processed_at = now(), lease_expires_at = NULL, last_error = left(error, 4096)
-     WHERE d.message_id = reject_outbox.id AND d.lease_token = reject_outbox.lease_token
-       AND d.status = 'processing'
-    RETURNING d.attempts INTO n;
-    IF NOT FOUND THEN
-        PERFORM inbox._outbox_lease_state(id, lease_token);
-        RETURN 'lost';
+    IF inbox._outbox_finish(id, lease_token, 'rejected', 'rejected', status_code, error) THEN
+        RETURN 'rejected';
     END IF;
-    UPDATE inbox.outbox_attempts a
-       SET finished_at = now(), outcome = 'rejected', status_code = reject_outbox.status_code,
-           detail = left(error, 4096)
-     WHERE a.message_id = reject_outbox.id AND a.attempt = n;
-    RETURN 'rejected';
+    PERFORM inbox._outbox_lease_state(id, lease_token);
+    RETURN 'lost';
 END
 $$;
 
@@ -427,12 +429,9 @@ BEGIN
     IF NOT EXISTS (SELECT 1 FROM pg_catalog.pg_roles WHERE rolname = 'inbox_forwarder') THEN
         CREATE ROLE inbox_forwarder NOLOGIN;
     END IF;
-    IF NOT EXISTS (SELECT 1 FROM pg_catalog.pg_roles WHERE rolname = 'inbox_worker') THEN
-        CREATE ROLE inbox_worker NOLOGIN;
-    END IF;
 END
 $$;
-GRANT USAGE ON SCHEMA inbox TO inbox_publisher, inbox_forwarder, inbox_worker;
+GRANT USAGE ON SCHEMA inbox TO inbox_publisher, inbox_forwarder;
 GRANT EXECUTE ON FUNCTION inbox.publish(text, text, jsonb, jsonb) TO inbox_publisher, inbox_worker;
 GRANT SELECT ON inbox.outbox, inbox.outbox_delivery, inbox.outbox_attempts TO inbox_publisher;
 GRANT EXECUTE ON FUNCTION
@@ -455,6 +454,8 @@ REVOKE ALL ON FUNCTION
     inbox.publish(text, text, jsonb, jsonb),
     inbox._outbox_lease_state(bigint, uuid),
     inbox._outbox_require(bigint, uuid),
+    inbox._outbox_record(bigint, int, text, int, text),
+    inbox._outbox_finish(bigint, uuid, text, text, int, text),
     inbox.claim_outbox(text[], int, interval, boolean, text, text),
     inbox.complete_outbox(bigint, uuid, int, text),
     inbox.fail_outbox(bigint, uuid, text, interval, int, interval, interval, int),

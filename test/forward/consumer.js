@@ -1,16 +1,20 @@
 // Consumer stand-in for the forwarder tests: verifies every request with the
 // Standard Webhooks reference library (npm standardwebhooks, pinned in
 // package.json) and deduplicates by webhook-id, as a real consumer should.
-//   node consumer.js SECRET [FAIL_RATE]
+//   node consumer.js SECRET [FAIL_RATE] [--no-verify] [--quiet]
 // Listens on 127.0.0.1 (a free port), prints {"port": N} first, then one JSON
 // line per request: id, attempt, verified, status, applied (first 2xx of the id).
 // FAIL_RATE (0..1): that share of verified requests is answered 503 at random.
+// --no-verify answers every request (the benchmark's baseline sends unsigned
+// ones); --quiet prints only the port.
 'use strict';
 const http = require('http');
 const { Webhook } = require('standardwebhooks');
 
 const secret = process.argv[2];
 const failRate = Number(process.argv[3] || 0);
+const verify = !process.argv.includes('--no-verify');
+const quiet = process.argv.includes('--quiet');
 const wh = new Webhook(secret);
 const applied = new Set();
 
@@ -19,12 +23,14 @@ const server = http.createServer((req, res) => {
   req.on('data', (c) => chunks.push(c));
   req.on('end', () => {
     const body = Buffer.concat(chunks).toString('utf8');
-    let verified = false;
-    try {
-      wh.verify(body, req.headers);
-      verified = true;
-    } catch (e) {
-      verified = false;
+    let verified = !verify;
+    if (verify) {
+      try {
+        wh.verify(body, req.headers);
+        verified = true;
+      } catch (e) {
+        verified = false;
+      }
     }
     const id = req.headers['webhook-id'];
     let status = 401;
@@ -36,7 +42,7 @@ const server = http.createServer((req, res) => {
         first = true;
       }
     }
-    process.stdout.write(JSON.stringify({
+    if (!quiet) process.stdout.write(JSON.stringify({
       id, attempt: req.headers['webhook-attempt'], replay: req.headers['x-inbox-replay'],
       verified, status, applied: first,
     }) + '\n');

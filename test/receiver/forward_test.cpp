@@ -31,26 +31,24 @@ namespace {
 
 const char* const kSecret = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
 
-// A login that is a member of inbox_forwarder and nothing else.
-std::string forwarder_database_url() {
-  static std::once_flag once;
-  std::call_once(once, [] {
+// A login (password = name) that is a member of `roles` and nothing else,
+// created once per process.
+std::string login_in(const std::string& name, const std::string& roles) {
+  static std::mutex mu;
+  static std::set<std::string> made;
+  std::lock_guard<std::mutex> lock(mu);
+  if (made.insert(name).second) {
     Db db;
-    db.exec("DO $$ BEGIN CREATE ROLE inbox_forward_test LOGIN PASSWORD 'inbox_forward_test' "
-            "IN ROLE inbox_forwarder; EXCEPTION WHEN duplicate_object THEN NULL; END $$");
-  });
-  return login_database_url("inbox_forward_test", "inbox_forward_test");
+    db.exec("DO $$ BEGIN CREATE ROLE " + name + " LOGIN PASSWORD '" + name + "' IN ROLE " + roles +
+            "; EXCEPTION WHEN duplicate_object THEN NULL; END $$");
+  }
+  return login_database_url(name, name);
 }
 
-// A login in inbox_forwarder and inbox_worker: forwards outbox messages and provider events.
+// The forwarder's least privilege; provider routes need inbox_worker as well.
+std::string forwarder_database_url() { return login_in("inbox_forward_test", "inbox_forwarder"); }
 std::string event_forwarder_database_url() {
-  static std::once_flag once;
-  std::call_once(once, [] {
-    Db db;
-    db.exec("DO $$ BEGIN CREATE ROLE inbox_forward_events_test LOGIN PASSWORD 'inbox_forward_events_test' "
-            "IN ROLE inbox_forwarder, inbox_worker; EXCEPTION WHEN duplicate_object THEN NULL; END $$");
-  });
-  return login_database_url("inbox_forward_events_test", "inbox_forward_events_test");
+  return login_in("inbox_forward_events_test", "inbox_forwarder, inbox_worker");
 }
 
 // A consumer stand-in on 127.0.0.1: records every request, answers what
