@@ -1,7 +1,9 @@
-# inbox-receiver as a sidecar container. Debian packages only.
+# inbox-receiver as a sidecar container. Debian packages only. From the
+# checkout root (docs/receiver/deployment.md, "Docker"):
 #   docker build -t inbox-receiver .
-#   docker run -p 8080:8080 -v $PWD/receiver.toml:/etc/inbox-receiver/receiver.toml:ro \
-#     -e INBOX_DATABASE_URL=... inbox-receiver
+#   docker run --rm -p 8080:8080 \
+#     -v "$PWD/examples/github-only.toml:/etc/inbox-receiver/receiver.toml:ro" \
+#     -e INBOX_DATABASE_URL=postgresql://... -e GITHUB_WEBHOOK_SECRET=... inbox-receiver
 
 FROM debian:12 AS build
 RUN apt-get update \

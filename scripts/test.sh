@@ -4,7 +4,7 @@
 # database, isolation specs (pg_isolation_regress), dump and restore, receiver
 # tests (ctest). Exits non-zero when any suite fails.
 set -euo pipefail
-source "$(dirname "$0")/throwaway-cluster.sh" test 55432 inbox_test
+source "$(dirname "$0")/throwaway-cluster.sh" test any inbox_test
 failed=()
 
 echo "== upgrade from 0.1.0"

@@ -51,7 +51,7 @@ start_receiver() {  # $1 = true|false (batching)
 listen = "127.0.0.1:$port"
 database_url = "$receiver_url"
 [http]
-threads = 64
+threads = 0
 [database]
 pool_size = $([ "$1" = true ] && echo "$pool_on" || echo "$pool_off")
 [batching]

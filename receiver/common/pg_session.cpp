@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cerrno>
+#include <optional>
 #include <thread>
 
 #include "common/log.h"
@@ -221,19 +222,22 @@ PgCall PgSession::wait_result(Clock::time_point deadline) {
   return out;
 }
 
+std::optional<PgCall> PgSession::unreachable() {
+  std::string error;
+  if (ensure(error)) return std::nullopt;
+  PgCall c;
+  c.message = error;
+  c.connection_lost = true;
+  return c;
+}
+
 PgCall PgSession::exec_prepared(const char* name, const std::vector<const char*>& params) {
   return exec_prepared(name, params, Clock::now() + std::chrono::milliseconds(settings_.query_deadline_ms));
 }
 
 PgCall PgSession::exec_prepared(const char* name, const std::vector<const char*>& params,
                                 Clock::time_point deadline) {
-  std::string error;
-  if (!ensure(error)) {
-    PgCall c;
-    c.message = error;
-    c.connection_lost = true;
-    return c;
-  }
+  if (std::optional<PgCall> down = unreachable()) return std::move(*down);
   if (!PQsendQueryPrepared(conn_.get(), name, static_cast<int>(params.size()), params.data(), nullptr,
                            nullptr, 0))
     return client_failure(trimmed(PQerrorMessage(conn_.get())), false);
@@ -241,13 +245,7 @@ PgCall PgSession::exec_prepared(const char* name, const std::vector<const char*>
 }
 
 PgCall PgSession::exec(const char* sql, Clock::time_point deadline) {
-  std::string error;
-  if (!ensure(error)) {
-    PgCall c;
-    c.message = error;
-    c.connection_lost = true;
-    return c;
-  }
+  if (std::optional<PgCall> down = unreachable()) return std::move(*down);
   if (!PQsendQuery(conn_.get(), sql)) return client_failure(trimmed(PQerrorMessage(conn_.get())), false);
   return wait_result(deadline);
 }

@@ -10,6 +10,7 @@
 
 #include <chrono>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -89,6 +90,8 @@ class PgSession {
   bool setup(Clock::time_point deadline, std::string& error);
   PgCall wait_result(Clock::time_point deadline);
   PgCall client_failure(std::string why, bool timed_out);
+  // Connects if needed; the failed call when the database cannot be reached.
+  std::optional<PgCall> unreachable();
 
   DbSettings settings_;
   std::vector<PgStatement> statements_;

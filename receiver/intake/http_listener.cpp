@@ -271,19 +271,18 @@ class Connection : public std::enable_shared_from_this<Connection> {
     msg->body() = res.body;
     msg->prepare_payload();
     res.close = !keep;
+    // Logged and counted before the answer goes out, so that whoever reads
+    // the answer finds it in /metrics already.
+    l_.handler.answered(meta_, res, std::chrono::duration<double>(Clock::now() - start_).count());
     stream_.expires_after(std::chrono::milliseconds(l_.opt.write_timeout_ms));
-    auto shared_res = std::make_shared<HttpResponse>(std::move(res));
-    http::async_write(stream_, *msg, [self = shared_from_this(), msg, shared_res, routed](beast::error_code ec, std::size_t) {
-      HttpRequest& m = self->meta_;
-      m.body.resize(0);
-      double seconds = std::chrono::duration<double>(Clock::now() - self->start_).count();
-      self->l_.handler.answered(m, *shared_res, seconds);
+    bool close_after = res.close;
+    http::async_write(stream_, *msg, [self = shared_from_this(), msg, close_after, routed](beast::error_code ec, std::size_t) {
       if (routed) {
         std::lock_guard<std::mutex> lock(self->l_.mu);
         if (--self->l_.in_flight == 0) self->l_.drained.notify_all();
       }
       if (ec) return self->close();
-      if (shared_res->close) return self->linger();
+      if (close_after) return self->linger();
       self->head_started_ = false;
       self->read_head();
     });

@@ -193,18 +193,8 @@ TEST_F(DbFaultTest, SigtermFinishesWithinItsDrainTimeWhileTheDatabaseIsStuck) {
                         << "[http]\ndrain_ms = 2000\n[database]\ndeadline_ms = 2000\nstatement_timeout_ms = 1000\n"
                         << "connect_timeout_s = 1\n"
                         << "[[provider]]\nname = \"t_stripe\"\nscheme = \"stripe\"\nsecrets = [\"" << kNewSecret << "\"]\n";
-  pid_t pid = fork();
-  if (pid == 0) {
-    freopen((dir + "/serve.log").c_str(), "w", stdout);
-    execl(INBOX_RECEIVER_BIN, INBOX_RECEIVER_BIN, "serve", "--config", config.c_str(), nullptr);
-    _exit(127);
-  }
-  bool up = false;
-  for (int i = 0; i < 100 && !up; ++i) {
-    std::this_thread::sleep_for(50ms);
-    up = get(port, "/healthz").status == 200;
-  }
-  ASSERT_TRUE(up);
+  pid_t pid = spawn_serve(config, dir + "/serve.log", port);
+  ASSERT_NE(pid, -1) << "receiver did not come up";
   ASSERT_EQ(post(port, "/webhooks/t_stripe", stripe_event(unique_id("term-before"))).status, 200);
   proxy_->black_hole(true);
   std::thread inflight([&] { post(port, "/webhooks/t_stripe", stripe_event(unique_id("term-stuck"))); });

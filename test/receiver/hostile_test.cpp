@@ -26,19 +26,6 @@ using Clock = std::chrono::steady_clock;
 
 namespace {
 
-int connect_to(int port) {
-  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_port = htons(static_cast<uint16_t>(port));
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  if (::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) {
-    ::close(fd);
-    return -1;
-  }
-  return fd;
-}
-
 // A raw signed request for t_github (id in X-GitHub-Delivery).
 std::string github_request(const std::string& id, const std::string& body, const std::string& extra = "") {
   SignedRequest s = signer("github", kNewSecret)->sign(body, id, unix_now());
@@ -90,7 +77,7 @@ TEST_F(HostileTest, SlowDripDoesNotStopDeliveries) {
   start(c);
   std::vector<int> drip;
   for (int i = 0; i < 200; ++i) {
-    int fd = connect_to(port_);
+    int fd = connect_loopback(port_);
     ASSERT_GE(fd, 0);
     drip.push_back(fd);
   }
@@ -273,7 +260,7 @@ TEST_F(HostileTest, IngestFailingIsGeneric503AndNotReady) {
 // Expect: 100-continue over the limit: 413 without 100 Continue.
 TEST_F(HostileTest, ExpectContinueAnsweredAfterTheLengthCheck) {
   start(test_config());
-  int fd = connect_to(port_);
+  int fd = connect_loopback(port_);
   ASSERT_GE(fd, 0);
   std::string head = "POST /webhooks/t_github HTTP/1.1\r\nHost: x\r\nExpect: 100-continue\r\nContent-Length: 99999999\r\n\r\n";
   ::send(fd, head.data(), head.size(), MSG_NOSIGNAL);
