@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <cctype>
+#include <atomic>
 #include <chrono>
 #include <cstdlib>
 #include <condition_variable>
@@ -375,6 +376,48 @@ TEST_F(ForwardTest, OrderedRouteKeepsEachKeysOrder) {
   EXPECT_EQ(delivered["k2"], (std::vector<std::string>{"msg_" + ids[1], "msg_" + ids[3], "msg_" + ids[5]}));
   // k2 did not wait for k1's retry: its first message went in the first run.
   EXPECT_EQ(history(db, ids[1]), "1:delivered:200");
+}
+
+// Each route has its own threads: a slow consumer holds only its own route's
+// `concurrency` connections, and another route's messages go on meanwhile,
+// no faster than its rate_per_s.
+TEST_F(ForwardTest, RoutesHaveTheirOwnLimitsAndASlowOneStarvesNoOther) {
+  REQUIRE_DATABASE();
+  Db db;
+  std::atomic<int> in_flight{0}, most_in_flight{0};
+  Consumer slow([&](const Consumer::Request&, int) {
+    int now = ++in_flight;
+    for (int seen = most_in_flight; now > seen && !most_in_flight.compare_exchange_weak(seen, now);) {
+    }
+    std::this_thread::sleep_for(1000ms);
+    --in_flight;
+    return 200;
+  });
+  Consumer fast;
+  const std::string fast_topic = topic_ + ".fast";
+  for (int i = 0; i < 6; ++i) publish(db, "", "{}");
+  for (int i = 0; i < 20; ++i) db.exec("SELECT inbox.publish(" + db.quote(fast_topic) + ", NULL, '{}')");
+  std::string path = dir_ + "/two-routes.toml";
+  std::ofstream(path) << "database_url = " << toml_string(forwarder_database_url()) << "\n"
+                      << "[forward]\npoll_interval_ms = 50\n"
+                      << "[[route]]\nname = \"slow\"\ntopics = [" << toml_string(topic_) << "]\n"
+                      << "url = " << toml_string(slow.url()) << "\nsecret = " << toml_string(kSecret) << "\n"
+                      << "concurrency = 2\nbatch_size = 1\ntimeout_ms = 5000\nlease_s = 30\n"
+                      << "[[route]]\nname = \"fast\"\ntopics = [" << toml_string(fast_topic) << "]\n"
+                      << "url = " << toml_string(fast.url()) << "\nsecret = " << toml_string(kSecret) << "\n"
+                      << "concurrency = 2\nrate_per_s = 40\n";
+  auto done_of = [&](const std::string& topic) {
+    return std::stoi(*db.scalar("SELECT count(*) FROM inbox.outbox_delivery WHERE status = 'done' AND topic = " +
+                                db.quote(topic)));
+  };
+  auto t0 = std::chrono::steady_clock::now();
+  spawn(path);
+  ASSERT_TRUE(wait_until([&] { return done_of(fast_topic) == 20; }, 20s));
+  auto fast_elapsed = std::chrono::steady_clock::now() - t0;
+  EXPECT_LT(done_of(topic_), 6) << "the fast route finished while the slow one was still busy";
+  EXPECT_GE(fast_elapsed, 450ms) << "20 messages at 40/s take at least 19/40 s";
+  ASSERT_TRUE(wait_until([&] { return done_of(topic_) == 6; }, 30s));
+  EXPECT_EQ(most_in_flight.load(), 2) << "concurrency = 2";
 }
 
 // A provider route is the no-code consumer: the provider's incoming events,
