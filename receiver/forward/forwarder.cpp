@@ -30,18 +30,15 @@ bool ForwardStop::wait_for(std::chrono::milliseconds d) {
   return cv_.wait_for(lock, d, [&] { return stopped_; });
 }
 
-bool RateLimit::acquire(ForwardStop& stop) {
-  if (rate_ <= 0) return !stop.stopped();
+void RateLimit::acquire() {
+  if (rate_ <= 0) return;
   std::chrono::steady_clock::time_point slot;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    auto now = std::chrono::steady_clock::now();
-    slot = std::max(now, next_);
+    slot = std::max(std::chrono::steady_clock::now(), next_);
     next_ = slot + std::chrono::microseconds(static_cast<long long>(1e6 / rate_));
   }
-  auto wait = std::chrono::duration_cast<std::chrono::milliseconds>(slot - std::chrono::steady_clock::now());
-  if (wait.count() > 0) return !stop.wait_for(wait);
-  return !stop.stopped();
+  std::this_thread::sleep_until(slot);
 }
 
 namespace {
@@ -165,9 +162,11 @@ void Forwarder::run_route(size_t route_index, bool once) {
   client.set_tcp_nodelay(true);
   client.set_follow_location(false);
 
-  // A claim is sent one message after another: no more than fit in a lease.
-  const int rows = static_cast<int>(
-      std::max(1LL, std::min<long long>(route.batch_size, route.lease_s * 1000LL / (route.timeout_ms + 1000))));
+  // A claim is sent one message after another: no more than fit in a lease,
+  // counting the worst answer time and the wait for a rate slot.
+  const long long rate_wait_ms = route.rate_per_s > 0 ? static_cast<long long>(route.concurrency * 1000 / route.rate_per_s) : 0;
+  const long long worst_ms = route.timeout_ms + 1000 + rate_wait_ms;
+  const int rows = static_cast<int>(std::max(1LL, std::min<long long>(route.batch_size, route.lease_s * 1000LL / worst_ms)));
   const std::string topics = pg_array_literal(route.topics, [](const std::string& s) { return s; });
   const std::string rows_s = std::to_string(rows), lease_s = std::to_string(route.lease_s);
   const std::string max_attempts = std::to_string(route.max_attempts);
@@ -198,8 +197,9 @@ void Forwarder::run_route(size_t route_index, bool once) {
                        claim.value(r, 6)});
 
     for (const Claimed& m : batch) {
-      Answer answer{Answer::kFailed, 0, "forwarder stopped before sending", "0"};
-      if (limits_[route_index]->acquire(stop_)) {
+      Answer answer{Answer::kFailed, 0, "", ""};
+      limits_[route_index]->acquire();
+      {
         const std::string webhook_id = (outbox ? "msg_" : "evt_") + m.id;
         const auto now = std::chrono::duration_cast<std::chrono::seconds>(
                              std::chrono::system_clock::now().time_since_epoch()).count();

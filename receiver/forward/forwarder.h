@@ -45,8 +45,9 @@ class ForwardStop {
 class RateLimit {
  public:
   explicit RateLimit(double rate_per_s) : rate_(rate_per_s) {}
-  // Waits for a slot; false when stopped meanwhile.
-  bool acquire(ForwardStop& stop);
+  // Waits for the next slot. Not cut short by a stop: a claimed message is
+  // sent and reported, never left to its lease (a hold route would hold it).
+  void acquire();
 
  private:
   double rate_;
@@ -64,7 +65,7 @@ class Forwarder {
 
   // Starts every route's threads. once: each thread ends when a claim finds nothing.
   void start(bool once);
-  void stop();  // stops and joins; messages claimed but not sent are given back
+  void stop();  // stops claiming, finishes the messages claimed, joins
   void join();  // waits for the threads (after once)
   const ForwardStats& stats() const { return stats_; }
 
