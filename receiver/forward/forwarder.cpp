@@ -48,7 +48,10 @@ const std::vector<PgStatement> kStatements = {
     {"claim_outbox",
      "SELECT id, key, payload::text, headers::text, attempt, lease_token, topic FROM inbox.claim_outbox("
      "$1::text[], $2::int, $3::int * interval '1 second', $4::boolean, $5::text, $6::text)"},
-    {"complete_outbox", "SELECT inbox.complete_outbox($1::bigint, $2::uuid, $3::int)"},
+    // The 2xx answers of one claim complete in one statement: one commit.
+    {"complete_outbox",
+     "SELECT inbox.complete_outbox(t.id, t.token, t.status) FROM unnest($1::bigint[], $2::uuid[], $3::int[]) "
+     "WITH ORDINALITY AS t(id, token, status, n) ORDER BY t.n"},
     {"fail_outbox",
      "SELECT inbox.fail_outbox($1::bigint, $2::uuid, $3::text, $4::int * interval '1 second', $5::int, "
      "$6::int * interval '1 millisecond', $7::int * interval '1 second', $8::int)"},
@@ -56,7 +59,9 @@ const std::vector<PgStatement> kStatements = {
     {"claim_events",
      "SELECT id, external_id, payload::text, NULL::text, attempts, lease_token, provider FROM inbox.claim("
      "$1::int, $2::int * interval '1 second', $3::text)"},
-    {"complete_event", "SELECT inbox.complete($1::bigint, $2::uuid)"},
+    {"complete_event",
+     "SELECT inbox.complete(t.id, t.token) FROM unnest($1::bigint[], $2::uuid[]) WITH ORDINALITY AS t(id, token, n) "
+     "ORDER BY t.n"},
     {"fail_event", "SELECT inbox.fail($1::bigint, $2::uuid, $3::text, $4::int * interval '1 second')"},
 };
 
@@ -196,6 +201,8 @@ void Forwarder::run_route(size_t route_index, bool once) {
                        claim.is_null(r, 3) ? "" : claim.value(r, 3), claim.value(r, 4), claim.value(r, 5),
                        claim.value(r, 6)});
 
+    std::vector<const Claimed*> delivered;
+    std::vector<int> delivered_status;
     for (const Claimed& m : batch) {
       Answer answer{Answer::kFailed, 0, "", ""};
       limits_[route_index]->acquire();
@@ -224,11 +231,13 @@ void Forwarder::run_route(size_t route_index, bool once) {
         }
       }
       const std::string status = std::to_string(answer.status);
-      PgCall report;
       if (answer.kind == Answer::kDelivered) {
-        report = outbox ? db.exec_prepared("complete_outbox", {m.id.c_str(), m.token.c_str(), status.c_str()})
-                        : db.exec_prepared("complete_event", {m.id.c_str(), m.token.c_str()});
-      } else if (answer.kind == Answer::kRejected) {
+        delivered.push_back(&m);
+        delivered_status.push_back(answer.status);
+        continue;
+      }
+      PgCall report;
+      if (answer.kind == Answer::kRejected) {
         report = db.exec_prepared("reject_outbox", {m.id.c_str(), m.token.c_str(), answer.error.c_str(), status.c_str()});
       } else {
         const char* retry = or_null(answer.retry_after, !answer.retry_after.empty());
@@ -246,10 +255,8 @@ void Forwarder::run_route(size_t route_index, bool once) {
         continue;
       }
       const std::string outcome = report.value(0, 0);
-      if (outcome == "f" || outcome == "lost") {
+      if (outcome == "lost") {
         ++stats_.lost;
-      } else if (answer.kind == Answer::kDelivered) {
-        ++stats_.delivered;
       } else if (outcome == "rejected") {
         ++stats_.rejected;
       } else if (outcome == "dead") {
@@ -257,10 +264,24 @@ void Forwarder::run_route(size_t route_index, bool once) {
       } else {
         ++stats_.retried;
       }
-      if (answer.kind != Answer::kDelivered && request_logging())
+      if (request_logging())
         log_line("info", "forward attempt failed", {{"route", route.name}, {"id", m.id}, {"attempt", m.attempt},
                                                      {"error", answer.error}, {"outcome", outcome}});
     }
+    if (delivered.empty()) continue;
+    // Until this commits, a crash sends these messages again (same webhook-id).
+    const std::string ids = pg_array_literal(delivered, [](const Claimed* m) { return m->id; });
+    const std::string tokens = pg_array_literal(delivered, [](const Claimed* m) { return m->token; });
+    const std::string statuses = pg_array_literal(delivered_status, [](int s) { return std::to_string(s); });
+    PgCall done = outbox ? db.exec_prepared("complete_outbox", {ids.c_str(), tokens.c_str(), statuses.c_str()})
+                         : db.exec_prepared("complete_event", {ids.c_str(), tokens.c_str()});
+    if (!done.ok || done.rows() != static_cast<int>(delivered.size())) {
+      stats_.db_errors += 1;
+      log_line("warn", "forward completion failed", {{"route", route.name}, {"sqlstate", done.sqlstate},
+                                                     num("messages", static_cast<long long>(delivered.size()))});
+      continue;
+    }
+    for (int r = 0; r < done.rows(); ++r) ++(std::string(done.value(r, 0)) == "t" ? stats_.delivered : stats_.lost);
   }
 }
 
