@@ -82,16 +82,6 @@ std::string retry_after_seconds(const std::string& v) {
   return std::to_string(std::min(std::atoi(v.c_str()), 3600));
 }
 
-std::string describe(httplib::Error e) {
-  switch (e) {
-    case httplib::Error::Connection: return "could not connect";
-    case httplib::Error::ConnectionTimeout: return "connect timed out";
-    case httplib::Error::Read: return "read failed or timed out";
-    case httplib::Error::Write: return "write failed or timed out";
-    default: return httplib::to_string(e);
-  }
-}
-
 // Headers a message may add: string values, none of the signed or framing ones.
 void add_message_headers(const std::string& json, httplib::Headers& out) {
   if (json.empty()) return;
@@ -220,7 +210,7 @@ void Forwarder::run_route(size_t route_index, bool once) {
         headers.emplace(outbox ? "x-inbox-topic" : "x-inbox-provider", m.topic);
         auto res = client.Post(endpoint.path, headers, m.payload, "application/json");
         if (!res) {
-          answer = {Answer::kFailed, 0, describe(res.error()), ""};
+          answer = {Answer::kFailed, 0, httplib::to_string(res.error()), ""};
         } else if (res->status >= 200 && res->status < 300) {
           answer = {Answer::kDelivered, res->status, "", ""};
         } else if (res->status == 410 && outbox) {
