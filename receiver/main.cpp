@@ -82,6 +82,12 @@ int cmd_serve(const Args& args) {
   // Optional: the backfill worker as a thread, stopped before the receiver.
   std::unique_ptr<inbox::BackfillThread> backfill;
   if (config.backfill.enabled) backfill = std::make_unique<inbox::BackfillThread>(config, &receiver.metrics());
+  // Optional: the forwarder's threads ([forward] enabled = true), stopped first.
+  std::unique_ptr<inbox::Forwarder> forwarder;
+  if (inbox::ForwardConfig fwd = inbox::load_forward_config(f.get("config"), config.database_url); fwd.enabled) {
+    forwarder = std::make_unique<inbox::Forwarder>(config, std::move(fwd));
+    forwarder->start(false);
+  }
   inbox::log_line("info", "listening",
                   {{"listen", config.listen}, inbox::num("port", static_cast<long long>(port)),
                    {"batching", config.batching ? "on" : "off"},
@@ -89,6 +95,7 @@ int cmd_serve(const Args& args) {
   int sig = 0;
   sigwait(&stop_signals, &sig);
   inbox::log_line("info", "stopping", {{"signal", strsignal(sig)}});
+  forwarder.reset();
   backfill.reset();
   receiver.stop();
   inbox::log_line("info", "stopped");
@@ -112,6 +119,12 @@ int cmd_check_config(const Args& args) {
     } catch (const inbox::ConfigError& e) {
       errors += std::string(e.what()) + "\n";
     }
+  }
+  inbox::ForwardConfig forward;
+  try {
+    forward = inbox::load_forward_config(f.get("config"), config.database_url);
+  } catch (const inbox::ConfigError& e) {
+    errors += std::string(e.what()) + "\n";
   }
   if (!errors.empty()) {
     errors.pop_back();
@@ -149,6 +162,12 @@ int cmd_check_config(const Args& args) {
               << "', 'listed')\n";
   }
   if (config.backfill.enabled) std::cout << "  backfill worker runs inside serve\n";
+  for (const auto& r : forward.routes)  // never the URL's query or the secret
+    std::cout << "  route " << r.name << ": " << (r.provider.empty() ? std::to_string(r.topics.size()) + " topic(s)"
+                                                                      : "events of " + r.provider)
+              << " to " << r.url.substr(0, r.url.find('?')) << ", " << r.concurrency << " at once"
+              << (r.ordered ? ", ordered by key" : "") << "\n";
+  if (forward.enabled) std::cout << "  forwarder runs inside serve\n";
   std::cout << "Each provider must also be registered in the database, once:\n";
   for (const auto& p : config.providers)
     std::cout << "  SELECT inbox.register_provider('" << p.name << "');\n";

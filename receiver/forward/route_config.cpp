@@ -129,7 +129,12 @@ ForwardConfig parse_forward_config(const std::string& toml_text, const std::stri
   if (const toml::node* n = root.get("forward")) {
     const toml::table* t = n->as_table();
     if (!t) throw ConfigError("\"forward\" must be a table");
-    reject_unknown(*t, {"database_url", "poll_interval_ms"}, "forward");
+    reject_unknown(*t, {"enabled", "database_url", "poll_interval_ms"}, "forward");
+    if (const toml::node* e = t->get("enabled")) {
+      auto b = e->value_exact<bool>();
+      if (!b) throw ConfigError("forward: \"enabled\" must be true or false");
+      f.enabled = *b;
+    }
     f.database_url = str(*t, "database_url", "forward", f.database_url);
     f.poll_interval_ms = static_cast<int>(integer(*t, "poll_interval_ms", "forward", f.poll_interval_ms, 10, 60000));
   }
@@ -152,6 +157,7 @@ ForwardConfig parse_forward_config(const std::string& toml_text, const std::stri
       f.routes.push_back(std::move(r));
     }
   }
+  if (f.enabled && f.routes.empty()) throw ConfigError("[forward] enabled = true, but there is no [[route]]");
   return f;
 }
 

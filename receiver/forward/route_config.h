@@ -27,6 +27,7 @@ struct RouteConfig {
 };
 
 struct ForwardConfig {
+  bool enabled = false;      // also run the forwarder as threads inside serve
   std::string database_url;  // empty: the top-level database_url
   int poll_interval_ms = 500;
   std::vector<RouteConfig> routes;

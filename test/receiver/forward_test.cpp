@@ -144,12 +144,12 @@ class ForwardTest : public ::testing::Test {
     return rc;
   }
 
-  pid_t spawn(const std::string& config) {
+  pid_t spawn(const std::string& config, const char* command = "forward") {
     std::string log = dir_ + "/forward-" + std::to_string(children_.size()) + ".log";
     pid_t pid = fork();
     if (pid == 0) {
       if (!freopen(log.c_str(), "w", stdout)) _exit(126);
-      execl(INBOX_RECEIVER_BIN, INBOX_RECEIVER_BIN, "forward", "--config", config.c_str(), nullptr);
+      execl(INBOX_RECEIVER_BIN, INBOX_RECEIVER_BIN, command, "--config", config.c_str(), nullptr);
       _exit(127);
     }
     children_.push_back(pid);
@@ -418,6 +418,43 @@ TEST_F(ForwardTest, RoutesHaveTheirOwnLimitsAndASlowOneStarvesNoOther) {
   EXPECT_GE(fast_elapsed, 450ms) << "20 messages at 40/s take at least 19/40 s";
   ASSERT_TRUE(wait_until([&] { return done_of(topic_) == 6; }, 30s));
   EXPECT_EQ(most_in_flight.load(), 2) << "concurrency = 2";
+}
+
+// [forward] enabled = true runs the forwarder inside serve; check-config
+// names a bad route and lists the good ones.
+TEST_F(ForwardTest, ServeRunsTheForwarderWhenEnabled) {
+  REQUIRE_DATABASE();
+  Db db;
+  Consumer consumer;
+  auto write = [&](const std::string& name, const std::string& url) {
+    std::string path = dir_ + "/" + name;
+    std::ofstream(path) << "listen = \"127.0.0.1:" << unused_loopback_port() << "\"\n"
+                        << "database_url = " << toml_string(receiver_database_url()) << "\n"
+                        << "[forward]\nenabled = true\npoll_interval_ms = 50\n"
+                        << "database_url = " << toml_string(forwarder_database_url()) << "\n"
+                        << "[[provider]]\nname = \"t_stripe\"\nscheme = \"stripe\"\nsecrets = [\"s\"]\n"
+                        << "[[route]]\nname = \"billing\"\ntopics = [" << toml_string(topic_) << "]\n"
+                        << "url = " << toml_string(url) << "\nsecret = " << toml_string(kSecret) << "\n";
+    return path;
+  };
+  int rc = -1;
+  std::string out = run_command(std::string(INBOX_RECEIVER_BIN) + " check-config --config " +
+                                    write("bad.toml", "ftp://127.0.0.1/x") + " 2>&1", &rc);
+  EXPECT_EQ(rc, 1) << out;
+  EXPECT_NE(out.find("route billing: \"url\" must start with http:// or https://"), std::string::npos) << out;
+  std::string good = write("serve.toml", consumer.url());
+  out = run_command(std::string(INBOX_RECEIVER_BIN) + " check-config --config " + good + " 2>&1", &rc);
+  EXPECT_EQ(rc, 0) << out;
+  EXPECT_NE(out.find("route billing: 1 topic(s)"), std::string::npos) << out;
+  EXPECT_EQ(out.find("whsec_"), std::string::npos) << "the secret is never printed";
+
+  std::string id = publish(db, "", "{\"served\": true}");
+  pid_t pid = spawn(good, "serve");
+  ASSERT_TRUE(wait_until([&] { return state(db, id) == "done 1"; })) << state(db, id);
+  ASSERT_EQ(consumer.requests().size(), 1u);
+  int status = terminate_and_wait(pid);
+  children_.clear();
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
 }
 
 // A provider route is the no-code consumer: the provider's incoming events,
