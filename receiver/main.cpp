@@ -16,6 +16,7 @@
 #include "common/config.h"
 #include "intake/http_server.h"
 #include "common/log.h"
+#include "forward/forwarder.h"
 #include "intake/providers/provider.h"
 #include "intake/sign_command.h"
 
@@ -85,6 +86,12 @@ int cmd_serve(const Args& args) {
   // Optional: the backfill worker as a thread, stopped before the receiver.
   std::unique_ptr<inbox::BackfillThread> backfill;
   if (config.backfill.enabled) backfill = std::make_unique<inbox::BackfillThread>(config, &receiver.metrics());
+  // Optional: the forwarder's threads ([forward] enabled = true), stopped first.
+  std::unique_ptr<inbox::Forwarder> forwarder;
+  if (inbox::ForwardConfig fwd = inbox::load_forward_config(f.get("config"), config.database_url); fwd.enabled) {
+    forwarder = std::make_unique<inbox::Forwarder>(config, std::move(fwd));
+    forwarder->start(false);
+  }
   inbox::log_line("info", "listening",
                   {{"listen", config.listen}, inbox::num("port", static_cast<long long>(port)),
                    {"batching", config.batching ? "on" : "off"},
@@ -92,6 +99,7 @@ int cmd_serve(const Args& args) {
   int sig = 0;
   sigwait(&stop_signals, &sig);
   inbox::log_line("info", "stopping", {{"signal", strsignal(sig)}});
+  forwarder.reset();
   backfill.reset();
   receiver.stop();
   inbox::log_line("info", "stopped");
@@ -102,6 +110,8 @@ int cmd_check_config(const Args& args) {
   Flags f = parse_flags(args, {"config"}, {});
   inbox::Config config = config_from(f);
   inbox::split_listen(config.listen);
+  // The routes after the rest: their errors come once the rest is valid.
+  inbox::ForwardConfig forward = inbox::load_forward_config(f.get("config"), config.database_url);
   std::cout << "ok: " << f.get("config") << "\n  listen " << config.listen << "\n  batching "
             << (config.batching ? "on" : "off") << "\n";
   for (const auto& p : config.providers) {
@@ -133,6 +143,12 @@ int cmd_check_config(const Args& args) {
               << "', 'listed')\n";
   }
   if (config.backfill.enabled) std::cout << "  backfill worker runs inside serve\n";
+  for (const auto& r : forward.routes)  // never the URL's query or the secret
+    std::cout << "  route " << r.name << ": " << (r.provider.empty() ? std::to_string(r.topics.size()) + " topic(s)"
+                                                                      : "events of " + r.provider)
+              << " to " << r.url.substr(0, r.url.find('?')) << ", " << r.concurrency << " at once"
+              << (r.ordered ? ", ordered by key" : "") << "\n";
+  if (forward.enabled) std::cout << "  forwarder runs inside serve\n";
   std::cout << "Each provider must also be registered in the database, once:\n";
   for (const auto& p : config.providers)
     std::cout << "  SELECT inbox.register_provider('" << p.name << "');\n";
@@ -205,6 +221,36 @@ int cmd_backfill(const Args& args) {
   return 0;
 }
 
+// The forwarder: delivers outbox messages and provider events to the
+// [[route]] endpoints. --once drains what is due and exits (tests, cron);
+// otherwise it polls until SIGTERM or SIGINT.
+int cmd_forward(const Args& args) {
+  Flags f = parse_flags(args, {"config"}, {"once", "quiet"});
+  inbox::Config config = config_from(f);
+  if (f.has("quiet")) inbox::set_request_logging(false);
+  sigset_t stop_signals;
+  sigemptyset(&stop_signals);
+  sigaddset(&stop_signals, SIGTERM);
+  sigaddset(&stop_signals, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
+  inbox::Forwarder forwarder(config, inbox::load_forward_config(f.get("config"), config.database_url));
+  forwarder.start(f.has("once"));
+  if (f.has("once")) {
+    forwarder.join();
+  } else {
+    int sig = 0;
+    sigwait(&stop_signals, &sig);
+    inbox::log_line("info", "stopping", {{"signal", strsignal(sig)}});
+    forwarder.stop();
+  }
+  const inbox::ForwardStats& s = forwarder.stats();
+  inbox::log_line("info", "forward stopped",
+                  {inbox::num("delivered", s.delivered.load()), inbox::num("retried", s.retried.load()),
+                   inbox::num("dead", s.dead.load()), inbox::num("rejected", s.rejected.load()),
+                   inbox::num("lost", s.lost.load()), inbox::num("db_errors", s.db_errors.load())});
+  return 0;
+}
+
 struct Command {
   const char* name;
   const char* usage;
@@ -233,6 +279,12 @@ const Command kCommands[] = {
      "The backfill worker: fetches events the database asked for from the provider's API.\n"
      "  --once  one round (list, drain what is due) and exit; otherwise poll until SIGTERM.",
      cmd_backfill},
+    {"forward", "forward --config FILE [--once] [--quiet]",
+     "The forwarder: delivers outbox messages and provider events to the [[route]] endpoints,\n"
+     "signed with Standard Webhooks (docs/outbox.md).\n"
+     "  --once   deliver what is due and exit; otherwise poll until SIGTERM.\n"
+     "  --quiet  no line per failed attempt.",
+     cmd_forward},
 };
 
 int usage(std::FILE* out) {

@@ -12,6 +12,8 @@ packages=(
   googletest libgtest-dev wrk clang libclang-rt-14-dev
 )
 
+bash "$(dirname "$0")/deps-node.sh"   # node + standardwebhooks for the forwarder tests
+
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

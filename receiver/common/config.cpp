@@ -331,8 +331,8 @@ Config parse_config(const std::string& toml_text, const std::string& source_name
   collect([&] {
   reject_unknown_keys(root,
                       {"listen", "database_url", "max_body_bytes", "http", "database", "batching",
-                       "backfill", "provider"},
-                      "top level");
+                       "backfill", "provider", "forward", "route"},
+                      "top level");  // forward, route: read by forward/route_config
   });
   collect([&] {
   c.listen = get_string(root, "listen", "top level", c.listen);
@@ -428,7 +428,8 @@ Config parse_config(const std::string& toml_text, const std::string& source_name
     }
   }
   });
-  if (!root.get("provider")) errors.push_back("no [[provider]] configured");
+  if (!root.get("provider") && !root.get("route"))  // a forward-only config needs none
+    errors.push_back("no [[provider]] configured");
   if (errors.empty()) collect([&] { check_backfill(c); });
   if (!errors.empty()) {
     std::string all;

@@ -11,13 +11,16 @@ check() {  # description, expected, actual
   if [ "$2" = "$3" ]; then echo "ok $n - $1"; else echo "not ok $n - $1"; echo "#   want: $2"; echo "#   have: $3"; fi
 }
 
-echo "1..6"
+echo "1..10"
 dropdb --if-exists "$source"; dropdb --if-exists "$target"
 createdb "$source" && createdb "$target"
 q "$source" "CREATE EXTENSION pg_inbox" >/dev/null
 q "$source" "SELECT inbox.register_provider('stripe')" >/dev/null
 q "$source" "SELECT inbox.ingest('stripe', 'evt_' || i, jsonb_build_object('i', i)) FROM generate_series(1, 3) i" >/dev/null
 q "$source" "SELECT inbox.complete(id, lease_token) FROM inbox.claim(1)" >/dev/null
+# The outbox: messages, delivery states (a foreign key to the messages) and history.
+q "$source" "SELECT inbox.publish('receipts', 'k' || i, jsonb_build_object('i', i)) FROM generate_series(1, 5) i" >/dev/null
+q "$source" "SELECT inbox.complete_outbox(id, lease_token, 200) FROM inbox.claim_outbox('{receipts}', 2)" >/dev/null
 pg_dump -Fc -d "$source" -f "$dump"
 pg_restore -d "$target" "$dump" 2>/dev/null
 
@@ -28,3 +31,10 @@ check "an open event is still open" "updated" "$(q "$target" "SELECT inbox.inges
 check "a new event after the restore is inserted" "inserted" "$(q "$target" "SELECT inbox.ingest('stripe', 'evt_new', '{}')")"
 check "the identity sequence continued past the restored ids" "t" \
   "$(q "$target" "SELECT id > 3 FROM inbox.events WHERE external_id = 'evt_new'")"
+check "outbox messages survive" "5" "$(q "$target" "SELECT count(*) FROM inbox.outbox")"
+check "outbox delivery states survive" "done,done,pending,pending,pending" \
+  "$(q "$target" "SELECT string_agg(status, ',' ORDER BY message_id) FROM inbox.outbox_delivery")"
+check "the outbox history survives" "delivered,delivered" \
+  "$(q "$target" "SELECT string_agg(outcome, ',' ORDER BY message_id) FROM inbox.outbox_attempts")"
+check "the outbox identity sequence continued past the restored ids" "t" \
+  "$(q "$target" "SELECT inbox.publish('receipts', NULL, '{}') > 5")"

@@ -1,0 +1,4 @@
+\set n random(1, 1000000)
+BEGIN;
+INSERT INTO bench_outbox.orders (customer, amount, note) VALUES ('cus_' || :n, :n, repeat('x', 500));
+COMMIT;
