@@ -113,8 +113,7 @@ for section in members functions grants config triggers; do
 done
 
 # --- the data ---
-# Sequences new in this release (an identity column of a new table) are not 0.1.0 data.
-hashes | awk 'NR == FNR { before[$1] = 1; next } $1 in before' "$work/data-before" - >"$work/data-after"
+hashes >"$work/data-after"
 check_same_file "no row of a 0.1.0 table and no sequence changed" "$work/data-after" "$work/data-before"
 check "a lease taken before the update still completes" "t" \
   "$(q "$db" "SELECT inbox.complete(${lease% *}, '${lease#* }')")"
