@@ -4,6 +4,7 @@
 #   make run        private cluster + extension + pg_cron + receiver (scripts/run.sh)
 #   make test       every suite against a throwaway cluster (scripts/test.sh)
 #   make bench      benchmarks (scripts/bench.sh)
+#   make format     clang-format the C++ of the extension (format-check: only check)
 
 EXTENSION = pg_inbox
 EXTVERSION = 0.2.0
@@ -49,6 +50,14 @@ test:
 	bash scripts/test.sh
 bench:
 	bash scripts/bench.sh
+
+# C++ style (.clang-format); `make test` runs format-check.
+FORMAT_FILES = $(sort $(wildcard extension/*.cpp extension/*.hpp test/selftest/*.cpp))
+.PHONY: format format-check
+format:
+	clang-format -i $(FORMAT_FILES)
+format-check:
+	clang-format --dry-run --Werror $(FORMAT_FILES)
 
 .PHONY: stop
 stop:  # ends what `INBOX_RUN_DETACH=1 make run` left running

@@ -4,12 +4,12 @@
 
 #include "boundary.hpp"
 #include "gucs.hpp"
+#include "limits.hpp"
 #include "spi.hpp"
 
 namespace pg_inbox {
 namespace {
 
-constexpr int kMaxExternalIdBytes = 255;
 constexpr int kMaxBatchEvents = 10000;
 
 // One statement, so it is atomic against concurrent writers of the same id:
@@ -58,8 +58,11 @@ FROM input i LEFT JOIN upserted u USING (provider, external_id)
 // The duplicate-storm fast path of ingest(): an index probe instead of the
 // upsert, which costs several times more even when it writes nothing.
 KeptPlan processed_plan = {
-    "SELECT 1 FROM inbox.events WHERE provider = $1 AND external_id = $2 AND processed_at IS NOT NULL",
-    2, {TEXTOID, TEXTOID}, nullptr};
+    "SELECT 1 FROM inbox.events WHERE provider = $1 AND external_id = $2 AND processed_at IS NOT "
+    "NULL",
+    2,
+    {TEXTOID, TEXTOID},
+    nullptr};
 
 // One event's fields as the checks see them; pointers into Postgres memory.
 struct EventFields {
@@ -73,7 +76,6 @@ struct EventFields {
 struct BatchArrays {
   int count;
   int lengths[4];
-  int dimensions[4];
   Datum *providers, *external_ids, *payloads;
   bool *provider_nulls, *external_id_nulls, *payload_nulls;
 };
@@ -129,28 +131,18 @@ void check_source(FunctionCallInfo fcinfo) {
 
 // Runs the upsert. Returns the text[] of outcomes in the caller's context.
 Datum run_upsert(Datum *args, const char *nulls) {
-  struct Result {
-    Datum outcomes;
-    const char *unknown_provider;
-  };
-  Result result = pg_call([&] {
-    SPI_connect();
+  Datum outcomes = spi_call([&] {
     execute_kept(upsert_plan, args, nulls, false, 0);
     bool isnull;
-    Result r;
-    r.outcomes = result_value(0, 1, &isnull);
-    if (isnull) r.outcomes = PointerGetDatum(construct_empty_array(TEXTOID));
     Datum unknown = result_value(0, 2, &isnull);
-    r.unknown_provider = isnull ? nullptr : TextDatumGetCString(unknown);
-    SPI_finish();
-    return r;
+    // The rows already written roll back with the error: nothing half-written.
+    if (!isnull) raise_unknown_provider(unknown);
+    Datum outcomes = result_value(0, 1, &isnull);
+    return isnull ? (Datum)0 : outcomes;
   });
-  // The rows already written roll back with the error: nothing half-written.
-  if (result.unknown_provider)
-    throw InboxError(ERRCODE_UNDEFINED_OBJECT,
-                     std::string("unknown provider \"") + result.unknown_provider + "\"",
-                     "Register it first: SELECT inbox.register_provider('name');");
-  return result.outcomes;
+  if (outcomes == (Datum)0)
+    return pg_call([] { return PointerGetDatum(construct_empty_array(TEXTOID)); });
+  return outcomes;
 }
 
 BatchArrays deconstruct_batch(FunctionCallInfo fcinfo) {
@@ -161,7 +153,6 @@ BatchArrays deconstruct_batch(FunctionCallInfo fcinfo) {
       b.lengths[arg] = -1;
       if (PG_ARGISNULL(arg)) continue;
       ArrayType *array = PG_GETARG_ARRAYTYPE_P(arg);
-      b.dimensions[arg] = ARR_NDIM(array);
       b.lengths[arg] = ArrayGetNItems(ARR_NDIM(array), ARR_DIMS(array));
       if (ARR_NDIM(array) > 1)
         ereport(ERROR, (errcode(ERRCODE_ARRAY_SUBSCRIPT_ERROR),
@@ -169,8 +160,9 @@ BatchArrays deconstruct_batch(FunctionCallInfo fcinfo) {
       if (arg == 3) continue;
       Oid type = arg == 2 ? JSONBOID : TEXTOID;
       Datum **elements = arg == 0 ? &b.providers : arg == 1 ? &b.external_ids : &b.payloads;
-      bool **element_nulls =
-          arg == 0 ? &b.provider_nulls : arg == 1 ? &b.external_id_nulls : &b.payload_nulls;
+      bool **element_nulls = arg == 0   ? &b.provider_nulls
+                             : arg == 1 ? &b.external_id_nulls
+                                        : &b.payload_nulls;
       int count = 0;
       deconstruct_array(array, type, -1, false, TYPALIGN_INT, elements, element_nulls, &count);
     }
@@ -195,13 +187,10 @@ INBOX_SQL_FUNCTION(inbox_ingest) {
   check_event(event, 0);
   check_source(fcinfo);
 
-  bool processed = pg_call([&] {
+  bool processed = spi_call([&] {
     Datum key[2] = {PG_GETARG_DATUM(0), PG_GETARG_DATUM(1)};
-    SPI_connect();
     execute_kept(processed_plan, key, nullptr, true, 1);
-    bool found = SPI_processed == 1;
-    SPI_finish();
-    return found;
+    return SPI_processed == 1;
   });
   if (processed) return pg_call([] { return CStringGetTextDatum("duplicate"); });
 
@@ -225,8 +214,8 @@ INBOX_SQL_FUNCTION(inbox_ingest) {
     Datum *elements;
     bool *element_nulls;
     int count;
-    deconstruct_array(DatumGetArrayTypeP(outcomes), TEXTOID, -1, false, TYPALIGN_INT,
-                      &elements, &element_nulls, &count);
+    deconstruct_array(DatumGetArrayTypeP(outcomes), TEXTOID, -1, false, TYPALIGN_INT, &elements,
+                      &element_nulls, &count);
     return elements[0];
   });
 }
@@ -250,16 +239,15 @@ INBOX_SQL_FUNCTION(inbox_ingest_batch) {
                      "Lengths: " + got + ".");
   }
   if (count > kMaxBatchEvents)
-    throw InboxError(ERRCODE_PROGRAM_LIMIT_EXCEEDED,
-                     "a batch holds at most " + std::to_string(kMaxBatchEvents) + " events, got " +
-                         std::to_string(count));
+    throw InboxError(ERRCODE_PROGRAM_LIMIT_EXCEEDED, "a batch holds at most " +
+                                                         std::to_string(kMaxBatchEvents) +
+                                                         " events, got " + std::to_string(count));
   if (count == 0) return pg_call([] { return PointerGetDatum(construct_empty_array(TEXTOID)); });
 
   for (int i = 0; i < count; ++i) {
     EventFields event{};
     event.provider = batch.provider_nulls[i] ? nullptr : as_varlena(batch.providers[i]);
-    event.external_id =
-        batch.external_id_nulls[i] ? nullptr : as_varlena(batch.external_ids[i]);
+    event.external_id = batch.external_id_nulls[i] ? nullptr : as_varlena(batch.external_ids[i]);
     event.payload_null = batch.payload_nulls[i];
     event.payload_bytes = event.payload_null ? 0 : VARSIZE_ANY(DatumGetPointer(batch.payloads[i]));
     check_event(event, i + 1);

@@ -5,6 +5,11 @@
 set -euo pipefail
 source "$(dirname "$0")/throwaway-cluster.sh" test 55432 inbox_test
 failed=()
+# The boundary test's C entry points: a test-only module, never in `make install`.
+make -s -C test/selftest install DESTDIR="$tmp/install" >/dev/null
+
+echo "== format"
+make -s format-check || failed+=(format)
 
 echo "== pgTAP"
 psql -X -q -c "CREATE EXTENSION pgtap"
