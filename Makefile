@@ -38,8 +38,13 @@ receiver:
 	@cmake -S . -B build -DCMAKE_BUILD_TYPE=Release >/dev/null
 	@cmake --build build -j2 | grep -v "^\[" || true
 
-$(DATA_built): $(sort $(wildcard sql/src/*.sql))
-	cat $^ > $@
+# Rebuilt whenever its parts change, including when one is removed (FORCE),
+# but rewritten only when the result differs, so installs stay incremental.
+$(DATA_built): $(sort $(wildcard sql/src/*.sql)) FORCE
+	@cat $(filter-out FORCE,$^) > $@.tmp
+	@cmp -s $@.tmp $@ && rm $@.tmp || mv $@.tmp $@
+.PHONY: FORCE
+FORCE:
 
 extension/*.o: $(wildcard extension/*.hpp)
 

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # `make test`: builds everything, starts a throwaway cluster and runs every
-# suite against it: pgTAP (pg_prove), isolation specs (pg_isolation_regress),
-# receiver tests (ctest). Exits non-zero when any suite fails.
+# suite against it: the upgrade from 0.1.0, pgTAP (pg_prove) on the upgraded
+# database, isolation specs (pg_isolation_regress), dump and restore, receiver
+# tests (ctest). Exits non-zero when any suite fails.
 set -euo pipefail
 source "$(dirname "$0")/throwaway-cluster.sh" test 55432 inbox_test
 failed=()
@@ -10,6 +11,11 @@ make -s -C test/selftest install DESTDIR="$tmp/install" >/dev/null
 
 echo "== format"
 make -s format-check || failed+=(format)
+
+echo "== upgrade from 0.1.0"
+# Leaves the test database installed at 0.1.0 and updated: the pgTAP suite
+# below runs on what users who upgrade have.
+prove test/upgrade || failed+=(upgrade)
 
 echo "== pgTAP"
 psql -X -q -c "CREATE EXTENSION pgtap"
