@@ -16,7 +16,10 @@ constexpr int kMaxBatchEvents = 10000;
 //  - the last copy of an id within the batch carries the payload, so ON
 //    CONFLICT never meets the same row twice;
 //  - an event already processed (terminal) is answered 'duplicate' without a
-//    write: no row lock, no xid, no WAL flush for a duplicate storm;
+//    write: no row lock, no xid, no WAL flush for a duplicate storm. The
+//    check is a scalar subquery, so it runs per event as an index probe
+//    (never an anti-join a small table's statistics could turn into a scan
+//    of the whole table), and the functions run with enable_seqscan off;
 //  - one that is still open gets its payload refreshed ('updated').
 //  - rows are written in key order, so two batches never deadlock.
 // xmax = 0 on the returned row tells an insert from an update.
@@ -34,9 +37,8 @@ WITH input AS (
     SELECT i.provider, i.external_id, i.payload, i.headers, $5, i.copies
     FROM input i
     WHERE i.nth = i.copies AND i.known
-      AND NOT EXISTS (SELECT 1 FROM inbox.events d
-                      WHERE d.provider = i.provider AND d.external_id = i.external_id
-                        AND d.processed_at IS NOT NULL)
+      AND (SELECT d.processed_at FROM inbox.events d
+           WHERE d.provider = i.provider AND d.external_id = i.external_id) IS NULL
     ORDER BY i.provider, i.external_id
     ON CONFLICT ON CONSTRAINT events_provider_external_id_key DO UPDATE
        SET payload = EXCLUDED.payload, headers = EXCLUDED.headers,
@@ -174,6 +176,11 @@ BatchArrays deconstruct_batch(FunctionCallInfo fcinfo) {
 }  // namespace pg_inbox
 
 using namespace pg_inbox;
+
+// inbox._external_id_limit(): kMaxExternalIdBytes, for the tables' CHECKs.
+INBOX_SQL_FUNCTION(inbox_external_id_limit) {
+  return Int32GetDatum(static_cast<int32>(kMaxExternalIdBytes));
+}
 
 INBOX_SQL_FUNCTION(inbox_ingest) {
   EventFields event = pg_call([&] {

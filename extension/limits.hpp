@@ -6,10 +6,8 @@
 
 namespace pg_inbox {
 
-// Longest external_id, in bytes. The definition is the SQL function
-// inbox._external_id_limit(), which the tables' CHECKs use; this copy lets
-// ingest refuse an id with its own message before the statement runs, and
-// test/pgtap/10_ingest.sql fails if the two ever differ.
+// Longest external_id, in bytes: the one definition. SQL reads it through
+// inbox._external_id_limit() (the tables' CHECKs, tombstone, add_listed).
 constexpr std::size_t kMaxExternalIdBytes = 255;
 
 }  // namespace pg_inbox

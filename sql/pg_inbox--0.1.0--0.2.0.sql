@@ -32,13 +32,15 @@ RETURNS boolean LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
     SELECT name ~ '^[a-z0-9_-]{1,63}$'
 $$;
 
--- The one definition of the longest external_id, in bytes: the CHECKs of
--- inbox.events, inbox.tombstones and inbox.listed_ids and the functions'
--- messages use it (extension/limits.hpp mirrors it for ingest's own check).
+-- The longest external_id, in bytes: kMaxExternalIdBytes of
+-- extension/limits.hpp, the one definition, which ingest checks itself. The
+-- CHECKs of inbox.events, inbox.tombstones and inbox.listed_ids and the SQL
+-- functions' messages read it here. C, not SQL: a constraint folds it once
+-- per statement, and a SQL function would be parsed and run each time.
 CREATE FUNCTION inbox._external_id_limit()
-RETURNS int LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
-    SELECT 255
-$$;
+RETURNS int
+AS 'MODULE_PATHNAME', 'inbox_external_id_limit'
+LANGUAGE C IMMUTABLE PARALLEL SAFE;
 
 ALTER TABLE inbox.providers DROP CONSTRAINT providers_name_check,
     ADD CONSTRAINT providers_name_check CHECK (inbox._valid_provider_name(name));
@@ -230,3 +232,13 @@ $$;
 
 REVOKE ALL ON FUNCTION inbox._valid_provider_name(text), inbox._external_id_limit(),
     inbox._id_pattern_error(text) FROM PUBLIC;
+
+-- Issue 13: kept plans that cannot degrade. The functions whose statements
+-- are planned once per connection run with enable_seqscan = off, so every
+-- lookup stays an index probe however small the table was when the plan was
+-- made (sql/src/10_ingest.sql, 20_queue.sql).
+ALTER FUNCTION inbox.ingest(text, text, jsonb, jsonb, text) SET enable_seqscan = off;
+ALTER FUNCTION inbox.ingest_batch(text[], text[], jsonb[], jsonb[], text) SET enable_seqscan = off;
+ALTER FUNCTION inbox.complete(bigint, uuid) SET enable_seqscan = off;
+ALTER FUNCTION inbox.complete_batch(bigint[], uuid[]) SET enable_seqscan = off;
+ALTER FUNCTION inbox.fail(bigint, uuid, text, interval) SET enable_seqscan = off;

@@ -38,9 +38,9 @@ SELECT is(inbox.ingest_batch(ARRAY['stripe', 'stripe'], ARRAY['b2', 'b9'],
           ARRAY['updated', 'inserted'], 'batch with headers');
 SELECT is(inbox.ingest_batch('{}', '{}', '{}'), '{}'::text[], 'an empty batch is a no-op');
 
--- The external_id limit has one definition, inbox._external_id_limit(): the
--- table's CHECK uses it, and ingest's own check (extension/limits.hpp) must
--- agree with it to the byte.
+-- The external_id limit has one definition (extension/limits.hpp), read by
+-- SQL through inbox._external_id_limit(): ingest's own check and the table's
+-- CHECK agree to the byte.
 SELECT is(inbox.ingest('stripe', repeat('y', inbox._external_id_limit()), '{}'), 'inserted',
   'an id of exactly the limit is accepted');
 SELECT throws_ok(format('SELECT inbox.ingest(%L, repeat(%L, %s), %L)', 'stripe', 'y',
