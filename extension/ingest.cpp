@@ -1,6 +1,11 @@
 // inbox.ingest and inbox.ingest_batch: one atomic upsert keyed by
 // (provider, external_id), shared by both (ingest is a batch of one).
+#include <algorithm>
+#include <cstring>
 #include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
 
 #include "boundary.hpp"
 #include "gucs.hpp"
@@ -12,34 +17,29 @@ namespace {
 
 constexpr int kMaxBatchEvents = 10000;
 
-// One statement, so it is atomic against concurrent writers of the same id:
-//  - the last copy of an id within the batch carries the payload, so ON
-//    CONFLICT never meets the same row twice;
-//  - an event already processed (terminal) is answered 'duplicate' without a
-//    write: no row lock, no xid, no WAL flush for a duplicate storm. The
-//    check is a scalar subquery, so it runs per event as an index probe
-//    (never an anti-join a small table's statistics could turn into a scan
-//    of the whole table), and the functions run with enable_seqscan off;
-//  - one that is still open gets its payload refreshed ('updated').
-//  - rows are written in key order, so two batches never deadlock.
+// One statement, so it is atomic against concurrent writers of the same id.
+// It receives each id of the batch once (the C++ side groups the copies of
+// an id: the last copy carries the payload, `copies` counts them, so ON
+// CONFLICT never meets the same row twice), in key order, so two batches
+// never deadlock.
+//  - an event already processed (terminal) is not written: no row lock, no
+//    xid, no WAL flush for a duplicate storm. The check is a scalar subquery,
+//    so it runs per event as an index probe (never an anti-join a small
+//    table's statistics could turn into a scan of the whole table), and the
+//    functions run with enable_seqscan off;
+//  - one that is still open gets its payload refreshed.
+// Returns one letter per id, in input order: i inserted, u updated, d not
+// written (processed); and the first unregistered provider, if any.
 // xmax = 0 on the returned row tells an insert from an update.
-KeptPlan upsert_plan = {R"SQL(
-WITH input AS (
-    SELECT t.provider, t.external_id, t.payload, t.headers, t.ord,
-           row_number() OVER same_event AS nth,
-           count(*) OVER same_event AS copies,
-           t.provider IN (SELECT p.name FROM inbox.providers p) AS known
-    FROM unnest($1, $2, $3, $4) WITH ORDINALITY AS t(provider, external_id, payload, headers, ord)
-    WINDOW same_event AS (PARTITION BY t.provider, t.external_id ORDER BY t.ord
-                          ROWS BETWEEN UNBOUNDED PRECEDING AND UNBOUNDED FOLLOWING)
-), upserted AS (
+KeptPlan upsert_plan = {
+    R"SQL(
+WITH upserted AS (
     INSERT INTO inbox.events AS e (provider, external_id, payload, headers, source, delivery_count)
-    SELECT i.provider, i.external_id, i.payload, i.headers, $5, i.copies
-    FROM input i
-    WHERE i.nth = i.copies AND i.known
+    SELECT t.provider, t.external_id, t.payload, t.headers, $5, t.copies
+    FROM unnest($1, $2, $3, $4, $6) AS t(provider, external_id, payload, headers, copies)
+    WHERE t.provider IN (SELECT p.name FROM inbox.providers p)
       AND (SELECT d.processed_at FROM inbox.events d
-           WHERE d.provider = i.provider AND d.external_id = i.external_id) IS NULL
-    ORDER BY i.provider, i.external_id
+           WHERE d.provider = t.provider AND d.external_id = t.external_id) IS NULL
     ON CONFLICT ON CONSTRAINT events_provider_external_id_key DO UPDATE
        SET payload = EXCLUDED.payload, headers = EXCLUDED.headers,
            delivery_count = e.delivery_count + EXCLUDED.delivery_count,
@@ -47,24 +47,40 @@ WITH input AS (
      WHERE e.processed_at IS NULL
     RETURNING e.provider, e.external_id, (e.xmax = 0) AS inserted
 )
-SELECT array_agg(CASE WHEN u.provider IS NULL THEN 'duplicate'
-                      WHEN i.nth > 1 OR NOT u.inserted THEN 'updated'
-                      ELSE 'inserted' END ORDER BY i.ord),
-       min(i.provider) FILTER (WHERE NOT i.known)
-FROM input i LEFT JOIN upserted u USING (provider, external_id)
+SELECT string_agg(CASE WHEN u.provider IS NULL THEN 'd' WHEN u.inserted THEN 'i' ELSE 'u' END,
+                  '' ORDER BY k.ord),
+       (SELECT min(x.name) FROM unnest($1) AS x(name)
+        WHERE NOT EXISTS (SELECT 1 FROM inbox.providers p WHERE p.name = x.name))
+FROM unnest($1, $2) WITH ORDINALITY AS k(provider, external_id, ord)
+LEFT JOIN upserted u USING (provider, external_id)
 )SQL",
-                        5,
-                        {TEXTARRAYOID, TEXTARRAYOID, JSONBARRAYOID, JSONBARRAYOID, TEXTOID},
-                        nullptr};
-
-// The duplicate-storm fast path of ingest(): an index probe instead of the
-// upsert, which costs several times more even when it writes nothing.
-KeptPlan processed_plan = {
-    "SELECT 1 FROM inbox.events WHERE provider = $1 AND external_id = $2 AND processed_at IS NOT "
-    "NULL",
-    2,
-    {TEXTOID, TEXTOID},
+    6,
+    {TEXTARRAYOID, TEXTARRAYOID, JSONBARRAYOID, JSONBARRAYOID, TEXTOID, INT4ARRAYOID},
     nullptr};
+
+// ingest(): the same upsert for one event, without the batch's machinery
+// (arrays, ordinality, copies). Column 1: the provider is registered; column
+// 2: true inserted, false updated, NULL duplicate (processed: not written).
+KeptPlan upsert_one_plan = {R"SQL(
+WITH known AS (
+    SELECT EXISTS (SELECT 1 FROM inbox.providers p WHERE p.name = $1) AS known
+), upserted AS (
+    INSERT INTO inbox.events AS e (provider, external_id, payload, headers, source)
+    SELECT $1, $2, $3, $4, $5 FROM known
+    WHERE known.known
+      AND (SELECT d.processed_at FROM inbox.events d
+           WHERE d.provider = $1 AND d.external_id = $2) IS NULL
+    ON CONFLICT ON CONSTRAINT events_provider_external_id_key DO UPDATE
+       SET payload = EXCLUDED.payload, headers = EXCLUDED.headers,
+           delivery_count = e.delivery_count + 1, received_at = now()
+     WHERE e.processed_at IS NULL
+    RETURNING (e.xmax = 0) AS inserted
+)
+SELECT known.known, (SELECT u.inserted FROM upserted u) FROM known
+)SQL",
+                            5,
+                            {TEXTOID, TEXTOID, JSONBOID, JSONBOID, TEXTOID},
+                            nullptr};
 
 // One event's fields as the checks see them; pointers into Postgres memory.
 struct EventFields {
@@ -76,10 +92,9 @@ struct EventFields {
 
 // A batch's arrays, deconstructed.
 struct BatchArrays {
-  int count;
   int lengths[4];
-  Datum *providers, *external_ids, *payloads;
-  bool *provider_nulls, *external_id_nulls, *payload_nulls;
+  Datum *providers, *external_ids, *payloads, *headers;
+  bool *provider_nulls, *external_id_nulls, *payload_nulls, *header_nulls;
 };
 
 const varlena *as_varlena(Datum datum) {
@@ -131,20 +146,93 @@ void check_source(FunctionCallInfo fcinfo) {
     throw InboxError(ERRCODE_INVALID_PARAMETER_VALUE, "source must not be empty");
 }
 
-// Runs the upsert. Returns the text[] of outcomes in the caller's context.
-Datum run_upsert(Datum *args, const char *nulls) {
-  Datum outcomes = spi_call([&] {
-    execute_kept(upsert_plan, args, nulls, false, 0);
+// The batch as the statement takes it: each id once, in key order.
+struct Grouped {
+  std::vector<int> first;  // per id: the element of its first copy
+  std::vector<int> last;   // per id: the element of its last copy (its payload)
+  std::vector<int> group;  // per element: its id's place in first/last
+};
+
+std::string_view bytes_of(Datum datum) {
+  const varlena *text = as_varlena(datum);
+  return std::string_view(VARDATA_ANY(text), VARSIZE_ANY_EXHDR(text));
+}
+
+// Groups the copies of each (provider, external_id) and orders the ids by
+// their bytes: every batch writes in the same order, so two never deadlock.
+Grouped group_batch(const BatchArrays &batch, int count) {
+  std::vector<int> order(count);
+  for (int i = 0; i < count; ++i) order[i] = i;
+  auto key = [&](int i) {
+    return std::make_pair(bytes_of(batch.providers[i]), bytes_of(batch.external_ids[i]));
+  };
+  std::stable_sort(order.begin(), order.end(), [&](int a, int b) { return key(a) < key(b); });
+  Grouped g;
+  g.group.resize(count);
+  for (int n = 0; n < count; ++n) {
+    int i = order[n];
+    if (n == 0 || key(order[n - 1]) != key(i)) {
+      g.first.push_back(i);
+      g.last.push_back(i);
+    }
+    g.last.back() = i;
+    g.group[i] = static_cast<int>(g.first.size()) - 1;
+  }
+  return g;
+}
+
+// Runs the upsert of the grouped batch; returns the text[] of outcomes, one
+// per element in input order, in the caller's context.
+Datum run_upsert(FunctionCallInfo fcinfo, const BatchArrays &batch, const Grouped &g) {
+  int ids = static_cast<int>(g.last.size());
+  const char *states = spi_call([&] {  // one letter per id, SPI_palloc'd
+    auto *providers = static_cast<Datum *>(palloc(sizeof(Datum) * ids));
+    auto *external_ids = static_cast<Datum *>(palloc(sizeof(Datum) * ids));
+    auto *payloads = static_cast<Datum *>(palloc(sizeof(Datum) * ids));
+    auto *headers = static_cast<Datum *>(palloc(sizeof(Datum) * ids));
+    auto *header_nulls = static_cast<bool *>(palloc(sizeof(bool) * ids));
+    auto *copies = static_cast<Datum *>(palloc0(sizeof(Datum) * ids));
+    for (int k = 0; k < ids; ++k) {
+      int last = g.last[k];
+      providers[k] = batch.providers[last];
+      external_ids[k] = batch.external_ids[last];
+      payloads[k] = batch.payloads[last];
+      header_nulls[k] = batch.headers == nullptr || batch.header_nulls[last];
+      headers[k] = header_nulls[k] ? (Datum)0 : batch.headers[last];
+    }
+    for (int group : g.group) copies[group] = Int32GetDatum(DatumGetInt32(copies[group]) + 1);
+    int dims[1] = {ids};
+    int lbs[1] = {1};
+    Datum args[6] = {
+        PointerGetDatum(construct_array(providers, ids, TEXTOID, -1, false, TYPALIGN_INT)),
+        PointerGetDatum(construct_array(external_ids, ids, TEXTOID, -1, false, TYPALIGN_INT)),
+        PointerGetDatum(construct_array(payloads, ids, JSONBOID, -1, false, TYPALIGN_INT)),
+        PointerGetDatum(construct_md_array(headers, header_nulls, 1, dims, lbs, JSONBOID, -1, false,
+                                           TYPALIGN_INT)),
+        PG_GETARG_DATUM(4),
+        PointerGetDatum(construct_array(copies, ids, INT4OID, 4, true, TYPALIGN_INT))};
+    execute_kept(upsert_plan, args, nullptr, false, 0);
     bool isnull;
     Datum unknown = result_value(0, 2, &isnull);
     // The rows already written roll back with the error: nothing half-written.
     if (!isnull) raise_unknown_provider(unknown);
-    Datum outcomes = result_value(0, 1, &isnull);
-    return isnull ? (Datum)0 : outcomes;
+    return static_cast<const char *>(result_text(0, 1));
   });
-  if (outcomes == (Datum)0)
-    return pg_call([] { return PointerGetDatum(construct_empty_array(TEXTOID)); });
-  return outcomes;
+  if (states == nullptr || std::strlen(states) != static_cast<size_t>(ids))
+    throw InboxError(ERRCODE_INTERNAL_ERROR, "pg_inbox: the upsert answered for the wrong ids");
+  int count = static_cast<int>(g.group.size());
+  return pg_call([&] {
+    auto *outcomes = static_cast<Datum *>(palloc(sizeof(Datum) * count));
+    for (int i = 0; i < count; ++i) {
+      char state = states[g.group[i]];
+      // All copies of an id share its fate; only the first is the insert.
+      const char *outcome = state == 'd'                               ? "duplicate"
+                            : state == 'i' && g.first[g.group[i]] == i ? "inserted"
+                                                                       : "updated";
+      outcomes[i] = CStringGetTextDatum(outcome);
+    }
+    return PointerGetDatum(construct_array(outcomes, count, TEXTOID, -1, false, TYPALIGN_INT));
+  });
 }
 
 BatchArrays deconstruct_batch(FunctionCallInfo fcinfo) {
@@ -159,12 +247,15 @@ BatchArrays deconstruct_batch(FunctionCallInfo fcinfo) {
       if (ARR_NDIM(array) > 1)
         ereport(ERROR, (errcode(ERRCODE_ARRAY_SUBSCRIPT_ERROR),
                         errmsg("%s must be a one-dimensional array", names[arg])));
-      if (arg == 3) continue;
-      Oid type = arg == 2 ? JSONBOID : TEXTOID;
-      Datum **elements = arg == 0 ? &b.providers : arg == 1 ? &b.external_ids : &b.payloads;
+      Oid type = arg >= 2 ? JSONBOID : TEXTOID;
+      Datum **elements = arg == 0   ? &b.providers
+                         : arg == 1 ? &b.external_ids
+                         : arg == 2 ? &b.payloads
+                                    : &b.headers;
       bool **element_nulls = arg == 0   ? &b.provider_nulls
                              : arg == 1 ? &b.external_id_nulls
-                                        : &b.payload_nulls;
+                             : arg == 2 ? &b.payload_nulls
+                                        : &b.header_nulls;
       int count = 0;
       deconstruct_array(array, type, -1, false, TYPALIGN_INT, elements, element_nulls, &count);
     }
@@ -194,37 +285,17 @@ INBOX_SQL_FUNCTION(inbox_ingest) {
   check_event(event, 0);
   check_source(fcinfo);
 
-  bool processed = spi_call([&] {
-    Datum key[2] = {PG_GETARG_DATUM(0), PG_GETARG_DATUM(1)};
-    execute_kept(processed_plan, key, nullptr, true, 1);
-    return SPI_processed == 1;
+  const char *outcome = spi_call([&] {
+    Datum args[5] = {PG_GETARG_DATUM(0), PG_GETARG_DATUM(1), PG_GETARG_DATUM(2),
+                     PG_ARGISNULL(3) ? (Datum)0 : PG_GETARG_DATUM(3), PG_GETARG_DATUM(4)};
+    char nulls[5] = {' ', ' ', ' ', PG_ARGISNULL(3) ? 'n' : ' ', ' '};
+    execute_kept(upsert_one_plan, args, nulls, false, 0);
+    if (!result_bool(0, 1)) raise_unknown_provider(args[0]);
+    bool duplicate;
+    bool inserted = result_bool(0, 2, &duplicate);
+    return duplicate ? "duplicate" : inserted ? "inserted" : "updated";
   });
-  if (processed) return pg_call([] { return CStringGetTextDatum("duplicate"); });
-
-  Datum args[5];
-  char nulls[5] = {' ', ' ', ' ', ' ', ' '};
-  pg_call([&] {
-    for (int arg = 0; arg < 4; ++arg) {
-      if (PG_ARGISNULL(arg)) {
-        args[arg] = (Datum)0;
-        nulls[arg] = 'n';
-        continue;
-      }
-      Datum element = PG_GETARG_DATUM(arg);
-      Oid type = arg >= 2 ? JSONBOID : TEXTOID;
-      args[arg] = PointerGetDatum(construct_array(&element, 1, type, -1, false, TYPALIGN_INT));
-    }
-    args[4] = PG_GETARG_DATUM(4);
-  });
-  Datum outcomes = run_upsert(args, nulls);
-  return pg_call([&] {
-    Datum *elements;
-    bool *element_nulls;
-    int count;
-    deconstruct_array(DatumGetArrayTypeP(outcomes), TEXTOID, -1, false, TYPALIGN_INT, &elements,
-                      &element_nulls, &count);
-    return elements[0];
-  });
+  return pg_call([&] { return CStringGetTextDatum(outcome); });
 }
 
 INBOX_SQL_FUNCTION(inbox_ingest_batch) {
@@ -260,8 +331,5 @@ INBOX_SQL_FUNCTION(inbox_ingest_batch) {
     check_event(event, i + 1);
   }
 
-  Datum args[5] = {PG_GETARG_DATUM(0), PG_GETARG_DATUM(1), PG_GETARG_DATUM(2),
-                   PG_ARGISNULL(3) ? (Datum)0 : PG_GETARG_DATUM(3), PG_GETARG_DATUM(4)};
-  char nulls[5] = {' ', ' ', ' ', PG_ARGISNULL(3) ? 'n' : ' ', ' '};
-  return run_upsert(args, nulls);
+  return run_upsert(fcinfo, batch, group_batch(batch, count));
 }

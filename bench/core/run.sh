@@ -22,26 +22,31 @@ tps() {  # script clients -> transactions per second
     sed -n 's/^tps = \([0-9.]*\).*/\1/p'
 }
 
-printf '%-34s %8s %12s %12s %7s\n' workload clients "raw rows/s" "inbox rows/s" ratio
+printf '%-34s %8s %12s %12s %7s  %s\n' workload clients "raw rows/s" "inbox rows/s" ratio "each round"
 compare() {  # label script rows_per_tx clients [raw script, default raw_SCRIPT]
-  local raw=0 ours=0 raw_script=${5:-raw_$2}
+  local raw=0 ours=0 raw_script=${5:-raw_$2} r o each=""
   for _ in $(seq $rounds); do
-    raw=$(echo "$raw + $(tps "$raw_script" "$4")" | bc -l)
-    ours=$(echo "$ours + $(tps "$2" "$4")" | bc -l)
+    r=$(tps "$raw_script" "$4")
+    o=$(tps "$2" "$4")
+    raw=$(echo "$raw + $r" | bc -l)
+    ours=$(echo "$ours + $o" | bc -l)
+    each="$each $(printf '%.2f' "$(echo "$o / $r" | bc -l)")"
   done
   raw=$(echo "$raw * $3 / $rounds" | bc -l)
   ours=$(echo "$ours * $3 / $rounds" | bc -l)
-  printf '%-34s %8d %12.0f %12.0f %7.2f\n' "$1" "$4" "$raw" "$ours" "$(echo "$ours / $raw" | bc -l)"
+  printf '%-34s %8d %12.0f %12.0f %7.2f %s\n' "$1" "$4" "$raw" "$ours" "$(echo "$ours / $raw" | bc -l)" "$each"
   eval "rate_$(basename "$2" .sql)_$4=$ours"
 }
 
 compare "ingest, 1 per transaction" ingest_one.sql 1 1
 compare "ingest, 1 per transaction" ingest_one.sql 1 "$clients"
+compare "ingest, 1 per transaction" ingest_one.sql 1 32
 compare "ingest_batch, 100 per transaction" ingest_batch.sql 100 "$clients"
 compare "claim 100 + complete each" claim_complete.sql 100 "$clients"
 compare "claim 100 + complete_batch" claim_complete_batch.sql 100 "$clients" raw_claim_complete.sql
 compare "duplicate storm (processed ids)" duplicate_storm.sql 1 1
 compare "duplicate storm (processed ids)" duplicate_storm.sql 1 "$clients"
+compare "re-delivery of pending ids" redelivery_pending.sql 1 "$clients"
 
 dup_n=rate_duplicate_storm_$clients ins_n=rate_ingest_one_$clients
 printf '\nduplicate storm vs first inserts (pg_inbox, same clients): 1 client %.2fx, %d clients %.2fx\n' \
