@@ -17,46 +17,59 @@ namespace {
 
 constexpr int kMaxBatchEvents = 10000;
 
-// One statement, so it is atomic against concurrent writers of the same id.
-// It receives each id of the batch once (the C++ side groups the copies of
-// an id: the last copy carries the payload, `copies` counts them, so ON
-// CONFLICT never meets the same row twice), in key order, so two batches
-// never deadlock.
-//  - an event already processed (terminal) is not written: no row lock, no
-//    xid, no WAL flush for a duplicate storm. The check is a scalar subquery,
-//    so it runs per event as an index probe (never an anti-join a small
-//    table's statistics could turn into a scan of the whole table), and the
-//    functions run with enable_seqscan off;
-//  - one that is still open gets its payload refreshed.
-// Returns one letter per id, in input order: i inserted, u updated, d not
-// written (processed); and the first unregistered provider, if any.
-// xmax = 0 on the returned row tells an insert from an update.
-KeptPlan upsert_plan = {
+// ingest_batch in two statements. They receive each id of the batch once
+// (the C++ side groups the copies of an id: the last copy carries the
+// payload, `copies` counts them), in the bytes' order, so two batches write
+// in the same order and never deadlock; no join or sort may reorder them.
+//  1. insert_batch_plan inserts the ids that are new. ON CONFLICT DO NOTHING
+//     neither locks nor writes an existing row, and waits for a concurrent
+//     insert of the same id to commit or roll back (then inserts).
+//  2. Only when some id was not inserted, upsert_batch_plan for those: an
+//     event already processed is not written (no row lock, no xid, no WAL
+//     flush for a duplicate storm); one still open gets its payload, headers
+//     and deliveries refreshed; one gone meanwhile is inserted.
+// Every lookup is a scalar subquery or the conflict arbiter: a per-event
+// index probe, and the function runs with enable_seqscan off, so a plan kept
+// from an empty table cannot turn into a scan of the grown one.
+// Each returns the ids it wrote; xmax = 0 tells an insert from an update.
+KeptPlan insert_batch_plan = {
     R"SQL(
-WITH upserted AS (
-    INSERT INTO inbox.events AS e (provider, external_id, payload, headers, source, delivery_count)
-    SELECT t.provider, t.external_id, t.payload, t.headers, $5, t.copies
-    FROM unnest($1, $2, $3, $4, $6) AS t(provider, external_id, payload, headers, copies)
-    WHERE t.provider IN (SELECT p.name FROM inbox.providers p)
-      AND (SELECT d.processed_at FROM inbox.events d
-           WHERE d.provider = t.provider AND d.external_id = t.external_id) IS NULL
-    ON CONFLICT ON CONSTRAINT events_provider_external_id_key DO UPDATE
-       SET payload = EXCLUDED.payload, headers = EXCLUDED.headers,
-           delivery_count = e.delivery_count + EXCLUDED.delivery_count,
-           received_at = now()
-     WHERE e.processed_at IS NULL
-    RETURNING e.provider, e.external_id, (e.xmax = 0) AS inserted
-)
-SELECT string_agg(CASE WHEN u.provider IS NULL THEN 'd' WHEN u.inserted THEN 'i' ELSE 'u' END,
-                  '' ORDER BY k.ord),
-       (SELECT min(x.name) FROM unnest($1) AS x(name)
-        WHERE NOT EXISTS (SELECT 1 FROM inbox.providers p WHERE p.name = x.name))
-FROM unnest($1, $2) WITH ORDINALITY AS k(provider, external_id, ord)
-LEFT JOIN upserted u USING (provider, external_id)
+INSERT INTO inbox.events AS e (provider, external_id, payload, headers, source, delivery_count)
+SELECT t.provider, t.external_id, t.payload, t.headers, $5, t.copies
+FROM unnest($1, $2, $3, $4, $6) AS t(provider, external_id, payload, headers, copies)
+WHERE (SELECT true FROM inbox.providers p WHERE p.name = t.provider)
+ON CONFLICT ON CONSTRAINT events_provider_external_id_key DO NOTHING
+RETURNING e.provider, e.external_id, true
 )SQL",
     6,
     {TEXTARRAYOID, TEXTARRAYOID, JSONBARRAYOID, JSONBARRAYOID, TEXTOID, INT4ARRAYOID},
     nullptr};
+
+KeptPlan upsert_batch_plan = {
+    R"SQL(
+INSERT INTO inbox.events AS e (provider, external_id, payload, headers, source, delivery_count)
+SELECT t.provider, t.external_id, t.payload, t.headers, $5, t.copies
+FROM unnest($1, $2, $3, $4, $6) AS t(provider, external_id, payload, headers, copies)
+WHERE (SELECT d.processed_at FROM inbox.events d
+       WHERE d.provider = t.provider AND d.external_id = t.external_id) IS NULL
+ON CONFLICT ON CONSTRAINT events_provider_external_id_key DO UPDATE
+   SET payload = EXCLUDED.payload, headers = EXCLUDED.headers,
+       delivery_count = e.delivery_count + EXCLUDED.delivery_count, received_at = now()
+ WHERE e.processed_at IS NULL
+RETURNING e.provider, e.external_id, e.xmax = 0
+)SQL",
+    6,
+    {TEXTARRAYOID, TEXTARRAYOID, JSONBARRAYOID, JSONBARRAYOID, TEXTOID, INT4ARRAYOID},
+    nullptr};
+
+// The first provider of the batch that is not registered, or NULL.
+KeptPlan unknown_provider_plan = {R"SQL(
+SELECT min(x.name) FROM unnest($1) AS x(name)
+WHERE NOT EXISTS (SELECT 1 FROM inbox.providers p WHERE p.name = x.name)
+)SQL",
+                                  1,
+                                  {TEXTARRAYOID},
+                                  nullptr};
 
 // ingest(): the same upsert for one event, without the batch's machinery
 // (arrays, ordinality, copies). Column 1: the provider is registered; column
@@ -146,26 +159,30 @@ void check_source(FunctionCallInfo fcinfo) {
     throw InboxError(ERRCODE_INVALID_PARAMETER_VALUE, "source must not be empty");
 }
 
-// The batch as the statement takes it: each id once, in key order.
-struct Grouped {
-  std::vector<int> first;  // per id: the element of its first copy
-  std::vector<int> last;   // per id: the element of its last copy (its payload)
-  std::vector<int> group;  // per element: its id's place in first/last
-};
-
 std::string_view bytes_of(Datum datum) {
   const varlena *text = as_varlena(datum);
   return std::string_view(VARDATA_ANY(text), VARSIZE_ANY_EXHDR(text));
 }
+
+// The batch as the statements take it: each id once, in key order.
+struct Grouped {
+  std::vector<int> first;   // per id: the element of its first copy
+  std::vector<int> last;    // per id: the element of its last copy (its payload)
+  std::vector<int> copies;  // per id: how many copies the batch holds
+  std::vector<int> group;   // per element: its id's place in first/last
+
+  using Key = std::pair<std::string_view, std::string_view>;
+  static Key key(const BatchArrays &batch, int element) {
+    return {bytes_of(batch.providers[element]), bytes_of(batch.external_ids[element])};
+  }
+};
 
 // Groups the copies of each (provider, external_id) and orders the ids by
 // their bytes: every batch writes in the same order, so two never deadlock.
 Grouped group_batch(const BatchArrays &batch, int count) {
   std::vector<int> order(count);
   for (int i = 0; i < count; ++i) order[i] = i;
-  auto key = [&](int i) {
-    return std::make_pair(bytes_of(batch.providers[i]), bytes_of(batch.external_ids[i]));
-  };
+  auto key = [&](int i) { return Grouped::key(batch, i); };
   std::stable_sort(order.begin(), order.end(), [&](int a, int b) { return key(a) < key(b); });
   Grouped g;
   g.group.resize(count);
@@ -174,59 +191,105 @@ Grouped group_batch(const BatchArrays &batch, int count) {
     if (n == 0 || key(order[n - 1]) != key(i)) {
       g.first.push_back(i);
       g.last.push_back(i);
+      g.copies.push_back(0);
     }
     g.last.back() = i;
+    g.copies.back()++;
     g.group[i] = static_cast<int>(g.first.size()) - 1;
   }
   return g;
 }
 
-// Runs the upsert of the grouped batch; returns the text[] of outcomes, one
-// per element in input order, in the caller's context.
+// The statements' arguments for the ids still in state n (not written):
+// arrays in key order, palloc'd, and the source.
+void id_arrays(FunctionCallInfo fcinfo, const BatchArrays &batch, const Grouped &g,
+               const char *states, Datum *args) {
+  int ids = static_cast<int>(g.last.size());
+  auto *providers = static_cast<Datum *>(palloc(sizeof(Datum) * ids));
+  auto *external_ids = static_cast<Datum *>(palloc(sizeof(Datum) * ids));
+  auto *payloads = static_cast<Datum *>(palloc(sizeof(Datum) * ids));
+  auto *headers = static_cast<Datum *>(palloc(sizeof(Datum) * ids));
+  auto *header_nulls = static_cast<bool *>(palloc(sizeof(bool) * ids));
+  auto *copies = static_cast<Datum *>(palloc(sizeof(Datum) * ids));
+  int n = 0;
+  for (int k = 0; k < ids; ++k) {
+    if (states[k] != 'n') continue;
+    int last = g.last[k];
+    providers[n] = batch.providers[last];
+    external_ids[n] = batch.external_ids[last];
+    payloads[n] = batch.payloads[last];
+    header_nulls[n] = batch.headers == nullptr || batch.header_nulls[last];
+    headers[n] = header_nulls[n] ? (Datum)0 : batch.headers[last];
+    copies[n] = Int32GetDatum(g.copies[k]);
+    ++n;
+  }
+  int dims[1] = {n};
+  int lbs[1] = {1};
+  args[0] = PointerGetDatum(construct_array(providers, n, TEXTOID, -1, false, TYPALIGN_INT));
+  args[1] = PointerGetDatum(construct_array(external_ids, n, TEXTOID, -1, false, TYPALIGN_INT));
+  args[2] = PointerGetDatum(construct_array(payloads, n, JSONBOID, -1, false, TYPALIGN_INT));
+  args[3] = PointerGetDatum(
+      construct_md_array(headers, header_nulls, 1, dims, lbs, JSONBOID, -1, false, TYPALIGN_INT));
+  args[4] = PG_GETARG_DATUM(4);
+  args[5] = PointerGetDatum(construct_array(copies, n, INT4OID, 4, true, TYPALIGN_INT));
+}
+
+// Marks every id the last statement returned (provider, external_id,
+// inserted) and still in state n: i inserted, u updated. Ids are in key
+// order: binary search.
+void mark_returned(const BatchArrays &batch, const Grouped &g, char *states) {
+  for (uint64 row = 0; row < SPI_processed; ++row) {
+    bool isnull;
+    auto key = std::make_pair(
+        bytes_of(SPI_getbinval(SPI_tuptable->vals[row], SPI_tuptable->tupdesc, 1, &isnull)),
+        bytes_of(SPI_getbinval(SPI_tuptable->vals[row], SPI_tuptable->tupdesc, 2, &isnull)));
+    int lo = 0, hi = static_cast<int>(g.last.size());
+    while (lo < hi) {
+      int mid = (lo + hi) / 2;
+      if (g.key(batch, g.last[mid]) < key)
+        lo = mid + 1;
+      else
+        hi = mid;
+    }
+    if (lo < static_cast<int>(g.last.size()) && states[lo] == 'n' &&
+        g.key(batch, g.last[lo]) == key)
+      states[lo] = result_bool(row, 3) ? 'i' : 'u';
+  }
+}
+
+// Runs the two statements of the grouped batch; returns the text[] of
+// outcomes, one per element in input order, in the caller's context.
 Datum run_upsert(FunctionCallInfo fcinfo, const BatchArrays &batch, const Grouped &g) {
   int ids = static_cast<int>(g.last.size());
-  const char *states = spi_call([&] {  // one letter per id, SPI_palloc'd
-    auto *providers = static_cast<Datum *>(palloc(sizeof(Datum) * ids));
-    auto *external_ids = static_cast<Datum *>(palloc(sizeof(Datum) * ids));
-    auto *payloads = static_cast<Datum *>(palloc(sizeof(Datum) * ids));
-    auto *headers = static_cast<Datum *>(palloc(sizeof(Datum) * ids));
-    auto *header_nulls = static_cast<bool *>(palloc(sizeof(bool) * ids));
-    auto *copies = static_cast<Datum *>(palloc0(sizeof(Datum) * ids));
-    for (int k = 0; k < ids; ++k) {
-      int last = g.last[k];
-      providers[k] = batch.providers[last];
-      external_ids[k] = batch.external_ids[last];
-      payloads[k] = batch.payloads[last];
-      header_nulls[k] = batch.headers == nullptr || batch.header_nulls[last];
-      headers[k] = header_nulls[k] ? (Datum)0 : batch.headers[last];
-    }
-    for (int group : g.group) copies[group] = Int32GetDatum(DatumGetInt32(copies[group]) + 1);
-    int dims[1] = {ids};
-    int lbs[1] = {1};
-    Datum args[6] = {
-        PointerGetDatum(construct_array(providers, ids, TEXTOID, -1, false, TYPALIGN_INT)),
-        PointerGetDatum(construct_array(external_ids, ids, TEXTOID, -1, false, TYPALIGN_INT)),
-        PointerGetDatum(construct_array(payloads, ids, JSONBOID, -1, false, TYPALIGN_INT)),
-        PointerGetDatum(construct_md_array(headers, header_nulls, 1, dims, lbs, JSONBOID, -1, false,
-                                           TYPALIGN_INT)),
-        PG_GETARG_DATUM(4),
-        PointerGetDatum(construct_array(copies, ids, INT4OID, 4, true, TYPALIGN_INT))};
-    execute_kept(upsert_plan, args, nullptr, false, 0);
+  // Per id: i inserted, u updated, n not written (processed: duplicate).
+  char *states = spi_call([&] {
+    auto *s = static_cast<char *>(SPI_palloc(ids));
+    memset(s, 'n', ids);
+    Datum args[6];
+    id_arrays(fcinfo, batch, g, s, args);
+    execute_kept(insert_batch_plan, args, nullptr, false, 0);
+    mark_returned(batch, g, s);
+    if (SPI_processed == static_cast<uint64>(ids)) return s;
+
+    Datum providers = args[0];
+    execute_kept(unknown_provider_plan, &providers, nullptr, true, 1);
     bool isnull;
-    Datum unknown = result_value(0, 2, &isnull);
+    Datum unknown = result_value(0, 1, &isnull);
     // The rows already written roll back with the error: nothing half-written.
     if (!isnull) raise_unknown_provider(unknown);
-    return static_cast<const char *>(result_text(0, 1));
+
+    id_arrays(fcinfo, batch, g, s, args);
+    execute_kept(upsert_batch_plan, args, nullptr, false, 0);
+    mark_returned(batch, g, s);
+    return s;
   });
-  if (states == nullptr || std::strlen(states) != static_cast<size_t>(ids))
-    throw InboxError(ERRCODE_INTERNAL_ERROR, "pg_inbox: the upsert answered for the wrong ids");
   int count = static_cast<int>(g.group.size());
   return pg_call([&] {
     auto *outcomes = static_cast<Datum *>(palloc(sizeof(Datum) * count));
     for (int i = 0; i < count; ++i) {
       char state = states[g.group[i]];
       // All copies of an id share its fate; only the first is the insert.
-      const char *outcome = state == 'd'                               ? "duplicate"
+      const char *outcome = state == 'n'                               ? "duplicate"
                             : state == 'i' && g.first[g.group[i]] == i ? "inserted"
                                                                        : "updated";
       outcomes[i] = CStringGetTextDatum(outcome);
