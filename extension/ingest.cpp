@@ -21,6 +21,8 @@ constexpr int kMaxBatchEvents = 10000;
 // (the C++ side groups the copies of an id: the last copy carries the
 // payload, `copies` counts them), in the bytes' order, so two batches write
 // in the same order and never deadlock; no join or sort may reorder them.
+//  0. unknown_provider_plan checks the batch's providers (each once: the ids
+//     are grouped by provider); an unknown one fails the call before any write.
 //  1. insert_batch_plan inserts the ids that are new. ON CONFLICT DO NOTHING
 //     neither locks nor writes an existing row, and waits for a concurrent
 //     insert of the same id to commit or roll back (then inserts).
@@ -37,7 +39,6 @@ KeptPlan insert_batch_plan = {
 INSERT INTO inbox.events AS e (provider, external_id, payload, headers, source, delivery_count)
 SELECT t.provider, t.external_id, t.payload, t.headers, $5, t.copies
 FROM unnest($1, $2, $3, $4, $6) AS t(provider, external_id, payload, headers, copies)
-WHERE (SELECT true FROM inbox.providers p WHERE p.name = t.provider)
 ON CONFLICT ON CONSTRAINT events_provider_external_id_key DO NOTHING
 RETURNING e.provider, e.external_id, true
 )SQL",
@@ -62,7 +63,7 @@ RETURNING e.provider, e.external_id, e.xmax = 0
     {TEXTARRAYOID, TEXTARRAYOID, JSONBARRAYOID, JSONBARRAYOID, TEXTOID, INT4ARRAYOID},
     nullptr};
 
-// The first provider of the batch that is not registered, or NULL.
+// The first of the batch's (distinct) providers that is not registered, or NULL.
 KeptPlan unknown_provider_plan = {R"SQL(
 SELECT min(x.name) FROM unnest($1) AS x(name)
 WHERE NOT EXISTS (SELECT 1 FROM inbox.providers p WHERE p.name = x.name)
@@ -263,6 +264,20 @@ Datum run_upsert(FunctionCallInfo fcinfo, const BatchArrays &batch, const Groupe
   int ids = static_cast<int>(g.last.size());
   // Per id: i inserted, u updated, n not written (processed: duplicate).
   char *states = spi_call([&] {
+    // Ids are in key order, so equal providers are adjacent.
+    auto *names = static_cast<Datum *>(palloc(sizeof(Datum) * ids));
+    int nnames = 0;
+    for (int k = 0; k < ids; ++k) {
+      Datum name = batch.providers[g.last[k]];
+      if (nnames == 0 || bytes_of(names[nnames - 1]) != bytes_of(name)) names[nnames++] = name;
+    }
+    Datum providers =
+        PointerGetDatum(construct_array(names, nnames, TEXTOID, -1, false, TYPALIGN_INT));
+    execute_kept(unknown_provider_plan, &providers, nullptr, true, 1);
+    bool isnull;
+    Datum unknown = result_value(0, 1, &isnull);
+    if (!isnull) raise_unknown_provider(unknown);
+
     auto *s = static_cast<char *>(SPI_palloc(ids));
     memset(s, 'n', ids);
     Datum args[6];
@@ -270,13 +285,6 @@ Datum run_upsert(FunctionCallInfo fcinfo, const BatchArrays &batch, const Groupe
     execute_kept(insert_batch_plan, args, nullptr, false, 0);
     mark_returned(batch, g, s);
     if (SPI_processed == static_cast<uint64>(ids)) return s;
-
-    Datum providers = args[0];
-    execute_kept(unknown_provider_plan, &providers, nullptr, true, 1);
-    bool isnull;
-    Datum unknown = result_value(0, 1, &isnull);
-    // The rows already written roll back with the error: nothing half-written.
-    if (!isnull) raise_unknown_provider(unknown);
 
     id_arrays(fcinfo, batch, g, s, args);
     execute_kept(upsert_batch_plan, args, nullptr, false, 0);
