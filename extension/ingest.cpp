@@ -1,5 +1,6 @@
-// inbox.ingest and inbox.ingest_batch: one atomic upsert keyed by
-// (provider, external_id), shared by both (ingest is a batch of one).
+// inbox.ingest and inbox.ingest_batch: upserts keyed by (provider,
+// external_id). ingest runs one statement; ingest_batch groups its events in
+// C++ and writes them in at most two.
 #include <algorithm>
 #include <cstring>
 #include <string>
@@ -30,9 +31,9 @@ constexpr int kMaxBatchEvents = 10000;
 //     event already processed is not written (no row lock, no xid, no WAL
 //     flush for a duplicate storm); one still open gets its payload, headers
 //     and deliveries refreshed; one gone meanwhile is inserted.
-// Every lookup is a scalar subquery or the conflict arbiter: a per-event
-// index probe, and the function runs with enable_seqscan off, so a plan kept
-// from an empty table cannot turn into a scan of the grown one.
+// Every lookup of inbox.events is a scalar subquery or the conflict arbiter:
+// a per-event index probe, and the function runs with enable_seqscan off, so
+// a plan kept from an empty table cannot turn into a scan of the grown one.
 // Each returns the ids it wrote; xmax = 0 tells an insert from an update.
 KeptPlan insert_batch_plan = {
     R"SQL(
