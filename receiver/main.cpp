@@ -12,12 +12,12 @@
 #include <string>
 #include <vector>
 
-#include "backfill.h"
-#include "config.h"
-#include "http_server.h"
-#include "log.h"
-#include "providers/provider.h"
-#include "sign_command.h"
+#include "backfill/backfill.h"
+#include "common/config.h"
+#include "intake/http_server.h"
+#include "common/log.h"
+#include "intake/providers/provider.h"
+#include "intake/sign_command.h"
 
 namespace {
 
@@ -57,7 +57,13 @@ Flags parse_flags(const Args& args, const std::vector<std::string>& with_value,
 
 inbox::Config config_from(const Flags& f, inbox::EnvPolicy env = inbox::EnvPolicy::require) {
   if (!f.has("config")) throw inbox::ConfigError("--config FILE is required");
-  return inbox::load_config(f.get("config"), env);
+  // Every error at once: the parser's and, where secrets are required, each
+  // provider's scheme and secrets (unknown scheme, bad whsec_), in one list.
+  inbox::ProviderCheck check;
+  if (env == inbox::EnvPolicy::require) check = [](const inbox::ProviderConfig& p) { inbox::make_provider(p); };
+  inbox::Config c = inbox::load_config(f.get("config"), env, check);
+  inbox::apply_schemes(c);
+  return c;
 }
 
 int cmd_serve(const Args& args) {
@@ -96,7 +102,6 @@ int cmd_check_config(const Args& args) {
   Flags f = parse_flags(args, {"config"}, {});
   inbox::Config config = config_from(f);
   inbox::split_listen(config.listen);
-  for (const auto& p : config.providers) inbox::make_provider(p);  // e.g. bad whsec_ secrets
   std::cout << "ok: " << f.get("config") << "\n  listen " << config.listen << "\n  batching "
             << (config.batching ? "on" : "off") << "\n";
   for (const auto& p : config.providers) {
@@ -203,17 +208,31 @@ int cmd_backfill(const Args& args) {
 struct Command {
   const char* name;
   const char* usage;
+  const char* summary;  // for `inbox-receiver <command> --help`
   int (*run)(const Args&);
 };
 
 const Command kCommands[] = {
-    {"serve", "serve --config FILE [--no-batching] [--quiet]", cmd_serve},
-    {"check-config", "check-config --config FILE", cmd_check_config},
+    {"serve", "serve --config FILE [--no-batching] [--quiet]",
+     "Receives webhooks on `listen`, verifies them and stores them durably before answering 2xx.\n"
+     "  --no-batching  one transaction per request (the benchmark's baseline)\n"
+     "  --quiet        no access log lines\n"
+     "SIGTERM or SIGINT: stop accepting, answer what is in flight ([http] drain_ms), exit 0.",
+     cmd_serve},
+    {"check-config", "check-config --config FILE",
+     "Reads and checks the config, listing every error (and every unset environment variable)\n"
+     "in one run; exit 0 and a summary when it is usable, 1 otherwise. Needs no database.",
+     cmd_check_config},
     {"sign",
      "sign --config FILE --provider NAME [--body FILE|-] [--id ID] [--url URL] "
      "[--format curl|headers|tsv] [--count N] [--timestamp UNIX]",
+     "Prints a delivery signed as the provider would sign it (a curl command, headers, or TSV\n"
+     "for load tests), aimed at the configured `listen` unless --url says otherwise.",
      cmd_sign},
-    {"backfill", "backfill --config FILE [--once]", cmd_backfill},
+    {"backfill", "backfill --config FILE [--once]",
+     "The backfill worker: fetches events the database asked for from the provider's API.\n"
+     "  --once  one round (list, drain what is due) and exit; otherwise poll until SIGTERM.",
+     cmd_backfill},
 };
 
 int usage(std::FILE* out) {
@@ -228,9 +247,18 @@ int main(int argc, char** argv) {
   if (argc < 2) return usage(stderr);
   std::string name = argv[1];
   if (name == "--help" || name == "-h" || name == "help") return usage(stdout);
+  if (name == "--version" || name == "-V" || name == "version") {
+    std::printf("inbox-receiver %s\n", INBOX_RECEIVER_VERSION);
+    return 0;
+  }
   Args args(argv + 2, argv + argc);
   for (const Command& c : kCommands) {
     if (name != c.name) continue;
+    for (const std::string& a : args)
+      if (a == "--help" || a == "-h") {
+        std::printf("usage: inbox-receiver %s\n\n%s\n", c.usage, c.summary);
+        return 0;
+      }
     try {
       return c.run(args);
     } catch (const std::exception& e) {

@@ -7,7 +7,8 @@
 #                                   the system's; remembered for start and stop)
 #   cluster.sh start DIR            start an existing cluster
 #   cluster.sh stop DIR             fast shutdown (no-op when not running)
-#   cluster.sh free-port FROM       first port >= FROM nobody listens on
+#   cluster.sh free-port FROM       first port >= FROM nobody listens on; FROM `any`:
+#                                   a free port the kernel picks (parallel runs do not collide)
 #
 # Postgres refuses to run as root, so as root the server runs as `postgres`.
 # Auth is trust on loopback and the socket dir: a throwaway dev/test cluster only.
@@ -27,6 +28,11 @@ cmd=${1:?usage: cluster.sh create|start|stop|free-port ...}
 case "$cmd" in
   free-port)
     port=${2:-55432}
+    if [ "$port" = any ]; then
+      perl -MIO::Socket::INET -e 'print IO::Socket::INET->new(Listen => 1,
+        LocalAddr => "127.0.0.1", LocalPort => 0)->sockport'
+      echo; exit 0
+    fi
     while port_in_use "$port"; do port=$((port + 1)); done
     echo "$port" ;;
 

@@ -4,7 +4,7 @@
 # database, isolation specs (pg_isolation_regress), dump and restore, receiver
 # tests (ctest). Exits non-zero when any suite fails.
 set -euo pipefail
-source "$(dirname "$0")/throwaway-cluster.sh" test 55432 inbox_test
+source "$(dirname "$0")/throwaway-cluster.sh" test any inbox_test
 failed=()
 # The boundary test's C entry points: a test-only module, never in `make install`.
 make -s -C test/selftest install DESTDIR="$tmp/install" >/dev/null
@@ -43,6 +43,9 @@ if [ -f build/CTestTestfile.cmake ]; then
   export INBOX_TEST_PG_START="bash $root/scripts/cluster.sh start $tmp"
   ctest --test-dir build --output-on-failure || failed+=(receiver)
 fi
+
+echo "== fuzz (receiver parsers, ${INBOX_FUZZ_SECONDS:-20} s in all; make fuzz runs longer)"
+bash scripts/fuzz.sh "${INBOX_FUZZ_SECONDS:-20}" || failed+=(fuzz)
 
 if [ ${#failed[@]} -gt 0 ]; then
   echo "FAILED suites: ${failed[*]}" >&2

@@ -1,12 +1,12 @@
 # Sourced by test.sh and bench.sh: installs what is missing, builds, and
 # starts a throwaway cluster, stopped and removed when the caller exits.
-#   source scripts/throwaway-cluster.sh NAME FIRST_PORT DATABASE
+#   source scripts/throwaway-cluster.sh NAME FIRST_PORT|any DATABASE
 # Leaves root, tmp and port set and PGHOST/PGPORT/PGUSER/PGDATABASE exported.
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 root=$PWD
 
 bash scripts/deps.sh
-make -s   # the extension and the receiver
+make -s extension receiver RECEIVER_TESTS=ON   # the receiver and its tests, failing loudly
 
 tmp=$(mktemp -d "/tmp/pg_inbox-$1.XXXXXX")
 chmod 755 "$tmp"

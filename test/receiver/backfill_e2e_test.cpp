@@ -15,7 +15,7 @@
 #include <string>
 #include <vector>
 
-#include "http_server.h"
+#include "intake/http_server.h"
 #include "stand_in_api.h"
 #include "test_support.h"
 

@@ -14,9 +14,9 @@
 #include <mutex>
 #include <thread>
 
-#include "backfill.h"
-#include "backfill_url.h"
-#include "http_server.h"
+#include "backfill/backfill.h"
+#include "common/api_url.h"
+#include "intake/http_server.h"
 #include "stand_in_api.h"
 #include "test_support.h"
 

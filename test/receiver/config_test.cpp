@@ -4,17 +4,22 @@
 
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
+#include <unistd.h>
 
-#include "config.h"
-#include "providers/provider.h"
+#include "common/config.h"
+#include "intake/providers/provider.h"
+#include "test_support.h"
 
 using namespace inbox;
+using inbox::test::run_command;
 
 namespace {
 
 std::string error_of(const std::string& toml) {
   try {
-    parse_config(toml);
+    Config c = parse_config(toml);
+    apply_schemes(c);  // which schemes exist is intake's (schemes.cpp)
   } catch (const ConfigError& e) {
     return e.what();
   }
@@ -47,6 +52,7 @@ signature_header = "X-Acme-Signature"
 algorithm = "sha1"
 id_json_pointer = "/event/id"
 )");
+  apply_schemes(c);
   EXPECT_EQ(c.listen, "0.0.0.0:9000");
   EXPECT_FALSE(c.batching);
   EXPECT_EQ(c.max_body_bytes, 1u << 20);
@@ -114,4 +120,42 @@ TEST(Config, ExamplesParse) {
     for (const auto& p : c.providers) EXPECT_NO_THROW(make_provider(p));
   }
   EXPECT_GT(n, 0);
+}
+
+// check-config lists every error in one run, every unset variable included.
+TEST(Config, EveryErrorInOneRun) {
+  unsetenv("INBOX_TEST_UNSET_DB");
+  unsetenv("INBOX_TEST_UNSET_A");
+  unsetenv("INBOX_TEST_UNSET_B");
+  std::string e = error_of(
+      "database_url = { env = \"INBOX_TEST_UNSET_DB\" }\n[http]\nthreads = -1\n"
+      "[[provider]]\nname = \"a\"\nscheme = \"github\"\nsecrets = [{ env = \"INBOX_TEST_UNSET_A\" }]\n"
+      "[[provider]]\nname = \"b\"\nscheme = \"stripe\"\nsecrets = [{ env = \"INBOX_TEST_UNSET_B\" }]\n");
+  for (const char* part : {"INBOX_TEST_UNSET_DB", "INBOX_TEST_UNSET_A", "INBOX_TEST_UNSET_B", "\"threads\""})
+    EXPECT_NE(e.find(part), std::string::npos) << part << " missing from: " << e;
+}
+
+// --version, and --help for every command (exit 0, the command's usage).
+TEST(Cli, VersionAndHelpForEveryCommand) {
+  int rc = -1;
+  std::string out = run_command(std::string(INBOX_RECEIVER_BIN) + " --version", &rc);
+  EXPECT_EQ(rc, 0);
+  EXPECT_EQ(out.rfind("inbox-receiver ", 0), 0u) << out;
+  // check-config: the parser's errors and each provider's scheme, in one run.
+  const std::string bad = "/tmp/inbox-cli-bad-" + std::to_string(::getpid()) + ".toml";
+  std::ofstream(bad) << "database_url = { env = \"INBOX_TEST_UNSET_DB\" }\n"
+                     << "[[provider]]\nname = \"a\"\nscheme = \"paypal\"\nsecrets = [\"x\"]\n"
+                     << "[[provider]]\nname = \"b\"\nscheme = \"github\"\nsecrets = [{ env = \"INBOX_TEST_UNSET_B\" }]\n";
+  unsetenv("INBOX_TEST_UNSET_DB");
+  unsetenv("INBOX_TEST_UNSET_B");
+  out = run_command(std::string(INBOX_RECEIVER_BIN) + " check-config --config " + bad + " 2>&1", &rc);
+  std::remove(bad.c_str());
+  EXPECT_EQ(rc, 1);
+  for (const char* part : {"INBOX_TEST_UNSET_DB", "\"scheme\" must be one of", "INBOX_TEST_UNSET_B"})
+    EXPECT_NE(out.find(part), std::string::npos) << part << " missing from: " << out;
+  for (const char* cmd : {"serve", "check-config", "sign", "backfill"}) {
+    out = run_command(std::string(INBOX_RECEIVER_BIN) + " " + cmd + " --help", &rc);
+    EXPECT_EQ(rc, 0) << cmd;
+    EXPECT_NE(out.find(std::string("usage: inbox-receiver ") + cmd), std::string::npos) << out;
+  }
 }

@@ -17,9 +17,9 @@
 #include <thread>
 #include <vector>
 
-#include "group_commit.h"
-#include "http_server.h"
-#include "sign_command.h"
+#include "intake/group_commit.h"
+#include "intake/http_server.h"
+#include "intake/sign_command.h"
 #include "test_support.h"
 
 using namespace inbox;
@@ -325,18 +325,8 @@ TEST_F(BinaryTest, ServeAnswersAndStopsOnSigterm) {
   int port = unused_loopback_port();
   std::string config = write_config(port, receiver_database_url());
   std::string log = dir_ + "/serve.log";
-  pid_t pid = fork();
-  if (pid == 0) {
-    freopen(log.c_str(), "w", stdout);
-    execl(INBOX_RECEIVER_BIN, INBOX_RECEIVER_BIN, "serve", "--config", config.c_str(), nullptr);
-    _exit(127);
-  }
-  bool up = false;
-  for (int i = 0; i < 100 && !up; ++i) {
-    std::this_thread::sleep_for(50ms);
-    up = get(port, "/healthz").status == 200;
-  }
-  ASSERT_TRUE(up) << "receiver did not come up";
+  pid_t pid = spawn_serve(config, log, port);
+  ASSERT_NE(pid, -1) << "receiver did not come up";
   const std::string id = unique_id("binary");
   EXPECT_EQ(post(port, "/webhooks/t_stripe", stripe_event(id)).status, 200);
   Db db;

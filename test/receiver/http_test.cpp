@@ -7,8 +7,8 @@
 #include <thread>
 #include <vector>
 
-#include "http_server.h"
-#include "sign_command.h"
+#include "intake/http_server.h"
+#include "intake/sign_command.h"
 #include "test_support.h"
 
 using namespace inbox;

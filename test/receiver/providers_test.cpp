@@ -6,8 +6,8 @@
 #include <algorithm>
 #include <cctype>
 
-#include "json_util.h"
-#include "sign_command.h"
+#include "common/json_util.h"
+#include "intake/sign_command.h"
 #include "test_support.h"
 
 using namespace inbox;
@@ -15,8 +15,8 @@ using namespace inbox::test;
 
 namespace {
 
-httplib::Headers headers_of(const SignedRequest& r) {
-  httplib::Headers h;
+inbox::Headers headers_of(const SignedRequest& r) {
+  inbox::Headers h;
   for (const auto& [k, v] : r.headers) h.emplace(k, v);
   return h;
 }
@@ -49,7 +49,7 @@ class SchemeTest : public ::testing::TestWithParam<std::string> {
   }
 
   Check verify(const SignedRequest& r, std::int64_t now) const {
-    httplib::Headers h = headers_of(r);
+    inbox::Headers h = headers_of(r);
     return verifier_->verify(Delivery{h, r.body, now});
   }
 
@@ -60,7 +60,7 @@ class SchemeTest : public ::testing::TestWithParam<std::string> {
 TEST_P(SchemeTest, GoodDeliveryVerifiesAndYieldsTheId) {
   SignedRequest r = signed_with(GetParam() == "standard" ? kStandardNew : kNewSecret, now_, "evt_good");
   EXPECT_TRUE(verify(r, now_).ok()) << verify(r, now_).message;
-  httplib::Headers h = headers_of(r);
+  inbox::Headers h = headers_of(r);
   Extracted x;
   Check c = verifier_->extract(Delivery{h, r.body, now_}, x);
   ASSERT_TRUE(c.ok()) << c.message;
@@ -111,7 +111,7 @@ TEST_P(SchemeTest, MissingIdIs400NamingTheSource) {
   if (GetParam() == "standard") GTEST_SKIP() << "webhook-id is signed: without it the signature fails";
   SignedRequest r = signer(GetParam(), GetParam() == "standard" ? kStandardNew : kNewSecret)
                         ->sign("{\"type\":\"no id here\"}", "", now_);
-  httplib::Headers h = headers_of(r);
+  inbox::Headers h = headers_of(r);
   Delivery d{h, r.body, now_};
   ASSERT_TRUE(verifier_->verify(d).ok());
   Extracted x;
@@ -133,7 +133,7 @@ TEST(PublishedVectors, GitHub) {
   ProviderConfig p = test_provider("github");
   p.secrets = {"It's a Secret to Everybody"};
   auto gh = make_provider(p);
-  httplib::Headers h{{"X-Hub-Signature-256",
+  inbox::Headers h{{"X-Hub-Signature-256",
                       "sha256=757107ea0eb2509fc211221cce984b8a37570b6d7586c22c46f4379c8b043e17"}};
   EXPECT_TRUE(gh->verify(Delivery{h, "Hello, World!", 0}).ok());
   EXPECT_EQ(gh->verify(Delivery{h, "Hello, World?", 0}).status, 401);
@@ -144,20 +144,20 @@ TEST(PublishedVectors, StandardWebhooks) {
   ProviderConfig p = test_provider("standard");
   p.secrets = {"whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"};
   auto sw = make_provider(p);
-  httplib::Headers h{{"webhook-id", "msg_p5jXN8AQM9LWM0D4loKWxJek"},
+  inbox::Headers h{{"webhook-id", "msg_p5jXN8AQM9LWM0D4loKWxJek"},
                      {"webhook-timestamp", "1614265330"},
                      {"webhook-signature", "v1,g0hM9SsE+OTPJTGt/tmIKtSyZlE3uFJELVlNIOLJ1OE="}};
   const std::string body = "{\"test\": 2432232314}";
   EXPECT_TRUE(sw->verify(Delivery{h, body, 1614265330}).ok());
   // Several signatures, one of them right (rotation on the sender's side).
-  httplib::Headers several = h;
+  inbox::Headers several = h;
   several.find("webhook-signature")->second =
       "v1,Ceo5qEr07ixe2NLpvHk3FH9bwy/WavXrAFQ/9tdO6mc= v1,g0hM9SsE+OTPJTGt/tmIKtSyZlE3uFJELVlNIOLJ1OE=";
   EXPECT_TRUE(sw->verify(Delivery{several, body, 1614265330}).ok());
   // The real clock is years later: outside the tolerance.
   EXPECT_EQ(sw->verify(Delivery{h, body, unix_now()}).status, 401);
   // Svix's header names carry the same scheme.
-  httplib::Headers svix{{"svix-id", "msg_p5jXN8AQM9LWM0D4loKWxJek"},
+  inbox::Headers svix{{"svix-id", "msg_p5jXN8AQM9LWM0D4loKWxJek"},
                         {"svix-timestamp", "1614265330"},
                         {"svix-signature", "v1,g0hM9SsE+OTPJTGt/tmIKtSyZlE3uFJELVlNIOLJ1OE="}};
   EXPECT_TRUE(sw->verify(Delivery{svix, body, 1614265330}).ok());
@@ -168,7 +168,7 @@ TEST(PublishedVectors, StandardWebhooks) {
 
 TEST(Extraction, StripeIdFromBody) {
   auto p = make_provider(test_provider("stripe"));
-  httplib::Headers h;
+  inbox::Headers h;
   Extracted x;
   ASSERT_TRUE(p->extract(Delivery{h, R"({"id":"evt_1N","object":"event"})", 0}, x).ok());
   EXPECT_EQ(x.external_id, "evt_1N");
@@ -184,7 +184,7 @@ TEST(Extraction, SlackFormBecomesEscapedJson) {
   ProviderConfig pc = test_provider("slack");
   pc.id_json_pointer = "/trigger_id";
   auto p = make_provider(pc);
-  httplib::Headers h{{"Content-Type", "application/x-www-form-urlencoded"}};
+  inbox::Headers h{{"Content-Type", "application/x-www-form-urlencoded"}};
   Extracted x;
   std::string body = "command=%2Fdeploy&text=say+%22hi%22%5C%0Anow+%E2%9C%93&trigger_id=123.456";
   ASSERT_TRUE(p->extract(Delivery{h, body, 0}, x).ok());
@@ -198,7 +198,7 @@ TEST(Extraction, SlackFormBecomesEscapedJson) {
 
 TEST(Extraction, SlackUrlVerificationIsAnsweredNotStored) {
   auto p = make_provider(test_provider("slack"));
-  httplib::Headers h;
+  inbox::Headers h;
   Extracted x;
   ASSERT_TRUE(p->extract(Delivery{h, R"({"token":"t","challenge":"3eZbrw1aB","type":"url_verification"})", 0}, x).ok());
   ASSERT_TRUE(x.handshake_reply);
@@ -208,7 +208,7 @@ TEST(Extraction, SlackUrlVerificationIsAnsweredNotStored) {
 
 TEST(Extraction, GitHubFormPayloadField) {
   auto p = make_provider(test_provider("github"));
-  httplib::Headers h{{"Content-Type", "application/x-www-form-urlencoded"},
+  inbox::Headers h{{"Content-Type", "application/x-www-form-urlencoded"},
                      {"X-GitHub-Delivery", "d-1"}};
   Extracted x;
   ASSERT_TRUE(p->extract(Delivery{h, "payload=%7B%22zen%22%3A%22ok%22%7D", 0}, x).ok());
@@ -217,7 +217,7 @@ TEST(Extraction, GitHubFormPayloadField) {
 }
 
 TEST(Extraction, HeadersJsonLeavesOutCredentialsAndPseudoHeaders) {
-  httplib::Headers h{{"X-GitHub-Event", "push"},
+  inbox::Headers h{{"X-GitHub-Event", "push"},
                      {"Authorization", "Bearer s3cret"},
                      {"REMOTE_ADDR", "6.6.6.6"},
                      {"X-Quote", "a\"b"}};
@@ -234,7 +234,7 @@ TEST(Extraction, GenericHmacHexSha1WithoutPrefixAndIdHeader) {
   pc.id_header = "X-Event-Id";
   auto p = make_provider(pc);
   SignedRequest r = p->sign("{\"a\":1}", "e-1", 0);
-  httplib::Headers h = headers_of(r);
+  inbox::Headers h = headers_of(r);
   EXPECT_TRUE(p->verify(Delivery{h, r.body, 0}).ok());
   EXPECT_EQ(h.find("X-Signature")->second, hex_encode(hmac(HmacAlgorithm::sha1, kNewSecret, "{\"a\":1}")));
   Extracted x;

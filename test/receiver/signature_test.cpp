@@ -1,7 +1,7 @@
 // HMAC, encodings and the constant-time compare, with published vectors.
 #include <gtest/gtest.h>
 
-#include "signature.h"
+#include "intake/signature.h"
 
 using namespace inbox;
 

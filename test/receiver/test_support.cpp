@@ -155,7 +155,7 @@ Config test_config() {
   Config c;
   c.listen = "127.0.0.1:0";
   c.database_url = database_url() ? receiver_database_url() : "";
-  c.http_threads = 64;
+  c.http_threads = 2;
   c.pool_size = 2;
   c.deadline_ms = 3000;
   c.retry_after_s = 7;
@@ -206,8 +206,7 @@ HttpResult get(int port, const std::string& path) {
   return to_result(cli.Get(path.c_str()));
 }
 
-// A TCP connection to 127.0.0.1:port, or -1.
-static int connect_loopback(int port) {
+int connect_loopback(int port) {
   int fd = ::socket(AF_INET, SOCK_STREAM, 0);
   sockaddr_in addr{};
   addr.sin_family = AF_INET;
@@ -324,6 +323,25 @@ int terminate_and_wait(pid_t pid) {
 std::string read_file(const std::string& path) {
   std::ifstream in(path);
   return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+}
+
+}  // namespace inbox::test
+
+namespace inbox::test {
+
+pid_t spawn_serve(const std::string& config, const std::string& log, int port) {
+  pid_t pid = fork();
+  if (pid == 0) {
+    if (!freopen(log.c_str(), "w", stdout)) _exit(126);
+    execl(INBOX_RECEIVER_BIN, INBOX_RECEIVER_BIN, "serve", "--config", config.c_str(), nullptr);
+    _exit(127);
+  }
+  for (int i = 0; i < 100; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    if (get(port, "/healthz").status == 200) return pid;
+  }
+  terminate_and_wait(pid);
+  return -1;
 }
 
 }  // namespace inbox::test

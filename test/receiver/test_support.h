@@ -14,8 +14,8 @@
 #include <string>
 #include <vector>
 
-#include "config.h"
-#include "providers/provider.h"
+#include "common/config.h"
+#include "intake/providers/provider.h"
 
 namespace inbox::test {
 
@@ -81,6 +81,13 @@ struct HttpResult {
   std::string body;
   std::string retry_after;
 };
+
+// A TCP connection to 127.0.0.1:port, or -1.
+int connect_loopback(int port);
+
+// Starts `inbox-receiver serve --config CONFIG` with stdout to LOG and waits
+// (up to 5 s) until /healthz answers; returns the pid (-1 when it did not come up).
+pid_t spawn_serve(const std::string& config, const std::string& log, int port);
 
 HttpResult post(int port, const std::string& path, const SignedRequest& r);
 HttpResult get(int port, const std::string& path);

@@ -1,0 +1,237 @@
+#include "intake/http_server.h"
+
+#include <boost/asio/dispatch.hpp>
+#include <boost/asio/steady_timer.hpp>
+
+#include <chrono>
+#include <ctime>
+#include <thread>
+
+#include "common/json_util.h"
+#include "common/log.h"
+
+namespace inbox {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+HttpResponse answer(int status, std::string json, std::string outcome) {
+  HttpResponse res;
+  res.status = status;
+  res.body = std::move(json);
+  res.outcome = std::move(outcome);
+  return res;
+}
+
+// A refusal: the sender gets `message` (short, ours); the log gets `cause`.
+HttpResponse refuse(int status, const std::string& outcome, const std::string& message,
+                    const std::string& cause = {}) {
+  HttpResponse res = answer(status, "{\"error\":" + json_quote(message) + "}", outcome);
+  res.error = cause.empty() ? message : cause;
+  return res;
+}
+
+// The path without its query.
+std::string path_of(const std::string& target) { return target.substr(0, target.find('?')); }
+
+}  // namespace
+
+std::pair<std::string, int> split_listen(const std::string& listen) {
+  size_t colon = listen.rfind(':');
+  if (colon == std::string::npos) throw ConfigError("listen must be host:port");
+  std::string host = listen.substr(0, colon);
+  if (host.size() >= 2 && host.front() == '[' && host.back() == ']') host = host.substr(1, host.size() - 2);
+  int port = 0;
+  try {
+    port = std::stoi(listen.substr(colon + 1));
+  } catch (...) {
+    throw ConfigError("listen port is not a number: " + listen);
+  }
+  if (port < 0 || port > 65535) throw ConfigError("listen port out of range: " + listen);
+  return {host, port};
+}
+
+Receiver::Receiver(Config config, UnixClock clock)
+    : config_(std::move(config)),
+      clock_(clock ? std::move(clock) : [] { return static_cast<std::int64_t>(std::time(nullptr)); }),
+      // One connection more than flushers, so /readyz never waits behind them.
+      pool_(db_settings_for(config_, config_.database_url, "inbox-receiver"),
+            static_cast<std::size_t>(config_.pool_size) + 1) {
+  for (const auto& p : config_.providers) providers_.emplace(p.name, make_provider(p));
+  GroupCommitOptions gco;
+  gco.flushers = config_.pool_size;
+  gco.deadline = std::chrono::milliseconds(config_.deadline_ms);
+  gco.max_queued_bytes = config_.max_queued_bytes;
+  if (config_.batching) {
+    gco.max_events = static_cast<std::size_t>(config_.batch_max_events);
+    gco.max_wait = std::chrono::microseconds(config_.batch_max_wait_us);
+  } else {
+    gco.max_events = 1;  // the baseline: one transaction per request
+    gco.max_wait = std::chrono::microseconds(0);
+  }
+  group_commit_ = std::make_unique<GroupCommit>(pool_, metrics_, gco);
+
+  auto [host, port] = split_listen(config_.listen);
+  ListenerOptions lo;
+  lo.host = host;
+  lo.port = port;
+  lo.threads = config_.http_threads > 0 ? config_.http_threads
+                                        : std::max(2, static_cast<int>(std::thread::hardware_concurrency()));
+  lo.backlog = config_.listen_backlog;
+  lo.max_connections = static_cast<std::size_t>(config_.max_connections);
+  lo.max_header_bytes = static_cast<std::size_t>(config_.max_header_bytes);
+  lo.max_header_count = static_cast<std::size_t>(config_.max_header_count);
+  lo.max_body_bytes = config_.max_body_bytes;
+  lo.head_timeout_ms = config_.read_timeout_ms;
+  lo.idle_timeout_ms = config_.keep_alive_timeout_s * 1000;
+  lo.min_body_rate = static_cast<std::size_t>(config_.min_body_rate);
+  lo.write_timeout_ms = config_.write_timeout_ms;
+  lo.keep_alive_max_requests = config_.keep_alive_max_requests;
+  listener_ = std::make_unique<HttpListener>(lo, *this);
+}
+
+Receiver::~Receiver() { stop(); }
+
+int Receiver::bind() {
+  if (port_ > 0) return port_;
+  try {
+    port_ = listener_->bind();
+  } catch (const std::exception& e) {
+    throw ConfigError("cannot listen on " + config_.listen + ": " + e.what());
+  }
+  return port_;
+}
+
+int Receiver::start() {
+  bind();
+  if (!started_) listener_->start();
+  started_ = true;
+  return port_;
+}
+
+void Receiver::stop() {
+  if (stopped_) return;
+  stopped_ = true;
+  listener_->stop(config_.drain_ms);  // in-flight requests are answered first
+  group_commit_->stop();
+}
+
+void Receiver::handle(HttpRequest req, Respond respond, boost::asio::any_io_executor executor) {
+  const std::string path = path_of(req.target);
+  static const std::string kWebhooks = "/webhooks/";
+  if (path.compare(0, kWebhooks.size(), kWebhooks) == 0 && path.size() > kWebhooks.size() &&
+      path.find('/', kWebhooks.size()) == std::string::npos) {
+    if (req.method != "POST") return respond(refuse(405, "not_found", "method not allowed"));
+    return handle_webhook(path.substr(kWebhooks.size()), req, respond, executor);
+  }
+  if (req.method == "GET" && path == "/healthz") return respond(answer(200, "{\"status\":\"ok\"}", "ops"));
+  if (req.method == "GET" && path == "/readyz") return respond(ready());
+  if (req.method == "GET" && path == "/metrics") {
+    HttpResponse res = answer(200, metrics_.render(), "ops");
+    res.content_type = "text/plain; version=0.0.4";
+    return respond(std::move(res));
+  }
+  respond(refuse(404, "not_found", "not found"));
+}
+
+void Receiver::handle_webhook(const std::string& name, HttpRequest& req, Respond& respond,
+                              boost::asio::any_io_executor executor) {
+  auto it = providers_.find(name);
+  if (it == providers_.end()) return respond(refuse(404, "unknown_provider", "unknown provider"));
+  const Provider& provider = *it->second;
+  if (req.nul_bytes) metrics_.header_nul_bytes(req.nul_bytes);
+
+  GroupCommit::Arrival arrival(*group_commit_);
+  Delivery d{req.headers, req.body, clock_()};
+  Check check = provider.verify(d);
+  auto with_provider = [&](HttpResponse res) {
+    res.provider = name;
+    return res;
+  };
+  if (!check.ok()) {
+    metrics_.signature_failure(name);
+    return respond(with_provider(refuse(check.status, "bad_signature", check.message)));
+  }
+  Extracted x;
+  check = provider.extract(d, x);
+  if (!check.ok()) return respond(with_provider(refuse(check.status, "bad_request", check.message)));
+  if (x.handshake_reply) return respond(with_provider(answer(200, *x.handshake_reply, "handshake")));
+
+  std::string id = x.external_id;
+  int retry_after = config_.retry_after_s;
+  auto finish = [name, id, retry_after](EventResult r) {
+    HttpResponse res;
+    switch (r.outcome) {
+      case Outcome::inserted:
+      case Outcome::updated: res = answer(200, "{\"status\":\"accepted\"}", "accepted"); break;
+      case Outcome::duplicate: res = answer(200, "{\"status\":\"duplicate\"}", "duplicate"); break;
+      case Outcome::invalid: res = refuse(400, "bad_request", "event refused", r.detail); break;
+      case Outcome::too_large:
+        res = refuse(413, "too_large", "event too large to store", r.detail);
+        break;
+      case Outcome::unavailable:
+        res = refuse(503, "unavailable", "temporarily unavailable", r.detail);
+        res.headers.emplace_back("Retry-After", std::to_string(retry_after));
+        break;
+    }
+    res.provider = name;
+    res.external_id = id;
+    return res;
+  };
+  // The deadline is ours: at it, whatever the database does, the sender gets 503.
+  // The timer lives on the connection's executor (a strand): it is only
+  // touched there, never from a flusher thread.
+  auto timer = std::make_shared<boost::asio::steady_timer>(executor, group_commit_->deadline());
+  GroupCommit::SlotPtr slot = group_commit_->submit_async(
+      Event{name, std::move(x.external_id), std::move(x.payload_json), headers_json(req.headers)}, arrival,
+      [respond, finish, timer, executor](EventResult r) {
+        boost::asio::dispatch(executor, [timer] { timer->cancel(); });
+        respond(finish(std::move(r)));
+      });
+  GroupCommit* gc = group_commit_.get();
+  timer->async_wait([gc, slot, respond, finish](const boost::system::error_code& ec) {
+    if (ec) return;  // cancelled: answered
+    if (gc->expire(slot))
+      respond(finish({Outcome::unavailable, "database did not commit within the deadline"}));
+  });
+}
+
+HttpResponse Receiver::ready() {
+  // Not ready while ingest fails (database down, function missing, no
+  // grant) or the database does not answer within a second.
+  auto deadline = Clock::now() + std::chrono::seconds(1);
+  std::string error = "ingest failing";
+  if (!group_commit_->ingest_failing()) {
+    auto lease = pool_.acquire(deadline);
+    if (lease && (*lease)->probe(error, deadline)) return answer(200, "{\"status\":\"ready\"}", "ops");
+    if (!lease) error = "no database connection free";
+  }
+  HttpResponse res = refuse(503, "ops", "not ready", error);
+  res.body = "{\"status\":\"database unreachable\"}";
+  res.headers.emplace_back("Retry-After", std::to_string(config_.retry_after_s));
+  return res;
+}
+
+void Receiver::answered(const HttpRequest& req, const HttpResponse& res, double seconds) {
+  const std::string path = path_of(req.target);
+  if (path == "/metrics" || path == "/healthz" || path == "/readyz") {
+    if (res.status >= 500 && request_logging())
+      log_line("warn", "not ready", {{"path", path}, {"error", res.error}});
+    return;
+  }
+  std::string outcome = res.outcome.empty() ? "error" : res.outcome;
+  metrics_.request(res.provider, outcome, res.status, seconds);
+  if (!request_logging()) return;
+  std::vector<LogField> f = {{"method", req.method},
+                             {"path", is_valid_utf8(path) ? path : "(not UTF-8)"},
+                             {"provider", res.provider},
+                             num("status", static_cast<long long>(res.status)),
+                             {"outcome", outcome},
+                             num("latency_ms", seconds * 1000.0),
+                             {"remote", req.remote}};  // the socket peer, never a header
+  if (!res.external_id.empty() && is_valid_utf8(res.external_id)) f.push_back({"external_id", res.external_id});
+  if (!res.error.empty()) f.push_back({"error", res.error});
+  log_line(res.status >= 500 ? "warn" : "info", "request", f);
+}
+
+}  // namespace inbox

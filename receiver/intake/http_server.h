@@ -1,0 +1,66 @@
+// The intake's HTTP routes and answers, on the Beast listener
+// (intake/http_listener.h): webhooks, /healthz, /readyz, /metrics.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+
+#include "common/config.h"
+#include "common/metrics.h"
+#include "intake/db_pool.h"
+#include "intake/group_commit.h"
+#include "intake/http_listener.h"
+#include "intake/providers/provider.h"
+
+namespace inbox {
+
+using UnixClock = std::function<std::int64_t()>;
+
+class Receiver : public HttpHandler {
+ public:
+  // Throws ConfigError if a provider cannot be built. `clock` (unix seconds)
+  // is for tests that pin the time; default: the system clock.
+  explicit Receiver(Config config, UnixClock clock = {});
+  ~Receiver() override;
+  Receiver(const Receiver&) = delete;
+  Receiver& operator=(const Receiver&) = delete;
+
+  // Binds config.listen (port 0 picks a free port) and returns the port.
+  int bind();
+  // bind() (if not yet) and the I/O threads; returns the port.
+  int start();
+  // Stops accepting, answers the requests in flight (at most drain_ms),
+  // commits what is queued.
+  void stop();
+
+  int port() const { return port_; }
+  Metrics& metrics() { return metrics_; }
+
+  void handle(HttpRequest req, Respond respond, boost::asio::any_io_executor executor) override;
+  void answered(const HttpRequest& req, const HttpResponse& res, double seconds) override;
+
+ private:
+  void handle_webhook(const std::string& name, HttpRequest& req, Respond& respond,
+                      boost::asio::any_io_executor executor);
+  HttpResponse ready();
+
+  Config config_;
+  UnixClock clock_;
+  Metrics metrics_;
+  std::map<std::string, std::unique_ptr<Provider>> providers_;
+  DbPool pool_;
+  std::unique_ptr<GroupCommit> group_commit_;
+  std::unique_ptr<HttpListener> listener_;
+  int port_ = 0;
+  bool started_ = false;
+  bool stopped_ = false;
+};
+
+// Splits "host:port" (IPv6 as "[::1]:8080"); throws ConfigError.
+std::pair<std::string, int> split_listen(const std::string& listen);
+
+}  // namespace inbox
