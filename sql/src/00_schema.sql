@@ -1,6 +1,21 @@
 -- pg_inbox: webhooks in at least once, out exactly once.
 \echo Use "CREATE EXTENSION pg_inbox" to load this file. \quit
 
+-- The group roles of the receiver and the workers (their privileges:
+-- 90_privileges.sql). Roles are cluster-wide, so they are created once, here,
+-- before any part grants to them, and reused by every database that installs
+-- pg_inbox.
+DO $$
+BEGIN
+    IF NOT EXISTS (SELECT 1 FROM pg_catalog.pg_roles WHERE rolname = 'inbox_receiver') THEN
+        CREATE ROLE inbox_receiver NOLOGIN;
+    END IF;
+    IF NOT EXISTS (SELECT 1 FROM pg_catalog.pg_roles WHERE rolname = 'inbox_worker') THEN
+        CREATE ROLE inbox_worker NOLOGIN;
+    END IF;
+END
+$$;
+
 -- The one definition of a provider name: 1 to 63 of a-z, 0-9, "_", "-". The
 -- table's CHECK and register_provider use it (simple SQL: inlined, no call).
 CREATE FUNCTION inbox._valid_provider_name(name text)

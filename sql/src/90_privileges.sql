@@ -1,20 +1,10 @@
--- Least privilege. Two group roles (NOLOGIN; grant them to login roles):
+-- Least privilege. Two group roles (NOLOGIN; grant them to login roles),
+-- created in 00_schema.sql so every part may grant to them:
 --   inbox_receiver  may only ingest;
 --   inbox_worker    may only claim, complete and fail, and drain the
 --                   backfill queue (the backfill worker's functions).
 -- Neither touches a table directly: every function they call is SECURITY
--- DEFINER with a fixed search_path. Roles are cluster-wide, so they are
--- created once and reused by every database that installs pg_inbox.
-DO $$
-BEGIN
-    IF NOT EXISTS (SELECT 1 FROM pg_catalog.pg_roles WHERE rolname = 'inbox_receiver') THEN
-        CREATE ROLE inbox_receiver NOLOGIN;
-    END IF;
-    IF NOT EXISTS (SELECT 1 FROM pg_catalog.pg_roles WHERE rolname = 'inbox_worker') THEN
-        CREATE ROLE inbox_worker NOLOGIN;
-    END IF;
-END
-$$;
+-- DEFINER with a fixed search_path.
 
 REVOKE ALL ON SCHEMA inbox FROM PUBLIC;
 REVOKE ALL ON ALL TABLES IN SCHEMA inbox FROM PUBLIC;
