@@ -9,6 +9,7 @@
 #   make run / stop      private cluster + extension + pg_cron + receiver (scripts/run.sh)
 #   make test            every suite against a throwaway cluster (scripts/test.sh)
 #   make bench           benchmarks (scripts/bench.sh)
+#   make format          clang-format the C++ of the extension (format-check: only check)
 
 EXTENSION = pg_inbox
 EXTVERSION = 0.2.0
@@ -97,6 +98,17 @@ bench:
 	bash scripts/bench.sh
 fuzz:  # the receiver's parsers under libFuzzer, FUZZ_SECONDS in all (default 300)
 	bash scripts/fuzz.sh $(FUZZ_SECONDS)
+
+# C++ style (.clang-format); `make test` runs format-check. extension/checks_*
+# (issue 8, still moving in its own branch) is left out until that settles:
+# then `make format` on it and drop the filter.
+FORMAT_FILES = $(sort $(filter-out extension/checks_%,\
+                 $(wildcard extension/*.cpp extension/*.hpp test/selftest/*.cpp)))
+.PHONY: format format-check
+format:
+	clang-format -i $(FORMAT_FILES)
+format-check:
+	clang-format --dry-run --Werror $(FORMAT_FILES)
 
 .PHONY: stop
 stop:  # ends what `make run` started from this checkout (foreground or detached)

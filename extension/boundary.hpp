@@ -60,7 +60,10 @@ static_assert(std::is_trivially_destructible_v<PendingError>);
 void copy_message(char (&to)[512], const char *from) noexcept;
 
 // Runs fn, which calls Postgres and holds no non-trivial C++ object itself,
-// under PG_TRY. A Postgres error comes out as PostgresError.
+// under PG_TRY. A Postgres error comes out as PostgresError. A C++ exception
+// fn throws is caught inside PG_TRY and rethrown after PG_END_TRY: unwinding
+// straight through PG_TRY would leave PG_exception_stack pointing at this
+// dead frame, and the next Postgres error would jump into it.
 template <typename Fn>
 auto pg_call(Fn &&fn) -> decltype(fn()) {
   using Result = decltype(fn());
@@ -75,8 +78,16 @@ auto pg_call(Fn &&fn) -> decltype(fn()) {
     ErrorData *volatile edata = nullptr;
     Result result{};
     Result *volatile out = &result;  // in memory, so longjmp cannot clobber it
+    std::exception_ptr thrown;
+    std::exception_ptr *volatile thrown_at = &thrown;
     PG_TRY();
-    { *out = fn(); }
+    {
+      try {
+        *out = fn();
+      } catch (...) {
+        *thrown_at = std::current_exception();
+      }
+    }
     PG_CATCH();
     {
       MemoryContextSwitchTo(caller_context);
@@ -85,6 +96,7 @@ auto pg_call(Fn &&fn) -> decltype(fn()) {
     }
     PG_END_TRY();
     if (edata) throw PostgresError(edata);
+    if (thrown) std::rethrow_exception(thrown);
     return result;
   }
 }
@@ -118,12 +130,12 @@ Datum sql_function(Body &&body) noexcept {
 }  // namespace pg_inbox
 
 // Declares an SQL-callable C function whose body runs inside sql_function().
-#define INBOX_SQL_FUNCTION(name)                                           \
-  static Datum name##_impl(FunctionCallInfo fcinfo);                      \
-  extern "C" {                                                             \
-  PG_FUNCTION_INFO_V1(name);                                               \
-  Datum name(PG_FUNCTION_ARGS) {                                           \
+#define INBOX_SQL_FUNCTION(name)                                             \
+  static Datum name##_impl(FunctionCallInfo fcinfo);                         \
+  extern "C" {                                                               \
+  PG_FUNCTION_INFO_V1(name);                                                 \
+  Datum name(PG_FUNCTION_ARGS) {                                             \
     return pg_inbox::sql_function([fcinfo] { return name##_impl(fcinfo); }); \
-  }                                                                        \
-  }                                                                        \
+  }                                                                          \
+  }                                                                          \
   static Datum name##_impl(FunctionCallInfo fcinfo)

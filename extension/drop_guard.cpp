@@ -6,6 +6,7 @@
 #include <cstring>
 
 #include "boundary.hpp"
+#include "spi.hpp"
 
 using namespace pg_inbox;
 
@@ -35,10 +36,8 @@ INBOX_SQL_FUNCTION(inbox_unschedule_on_drop) {
                      "inbox._unschedule_on_drop() runs only as an event trigger");
   auto *event = reinterpret_cast<EventTriggerData *>(fcinfo->context);
   if (drops_pg_inbox(event->parsetree)) {
-    pg_call([] {
-      SPI_connect();
+    spi_call([] {
       SPI_execute("SELECT inbox.unschedule() WHERE inbox._cron_missing() IS NULL", false, 0);
-      SPI_finish();
     });
   }
   PG_RETURN_VOID();

@@ -25,6 +25,10 @@ bool parse_pattern(const char *text, size_t len, Pattern *out, const char **why)
   if (rest == 3 && std::memcmp(p, "{n}", 3) == 0) {
     width = 1;
   } else if (rest >= 5 && rest <= 6 && std::memcmp(p, "{n:", 3) == 0 && p[rest - 1] == '}') {
+    if (p[3] == '0') {
+      *why = "the padding width must be between 1 and 18";
+      return false;
+    }
     width = 0;
     for (size_t i = 3; i < rest - 1; ++i) {
       if (p[i] < '0' || p[i] > '9') {

@@ -7,12 +7,16 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "limits.hpp"
+
 namespace pg_inbox::gaps {
 
-constexpr int kMaxWidth = 18;                      // digits; keeps numbers in int64
+constexpr int kMaxWidth = 18;                       // digits; keeps numbers in int64
 constexpr int64_t kMaxNumber = 999999999999999999;  // 18 nines
-constexpr size_t kMaxPrefixBytes = 200;            // ids are at most 255 bytes
-constexpr int64_t kMaxWindow = 1000000;            // ids per find_gaps / scan
+constexpr size_t kMaxPrefixBytes = 200;             // + 18 digits: within kMaxExternalIdBytes
+constexpr int64_t kMaxWindow = 1000000;             // ids per find_gaps / scan
+
+static_assert(kMaxPrefixBytes + kMaxWidth <= kMaxExternalIdBytes);
 
 // "evt_{n}" or "evt_{n:8}" (zero-padded to 8 digits). Trivially destructible.
 struct Pattern {
@@ -21,7 +25,10 @@ struct Pattern {
   int width;  // at least 1: "{n}" is width 1, so 0 prints as "0"
 };
 
-// Parses text; on failure returns false and points *why at a static reason.
+// Parses text: a prefix of at most 200 bytes without braces, then {n} or
+// {n:WIDTH} (1-18, no leading zero) and nothing after it. The one grammar of
+// id patterns: set_id_source checks with it too (inbox._id_pattern_error).
+// On failure returns false and points *why at a static reason.
 bool parse_pattern(const char *text, size_t len, Pattern *out, const char **why) noexcept;
 
 // Number of decimal digits of n >= 0.

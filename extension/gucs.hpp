@@ -3,11 +3,11 @@
 
 namespace pg_inbox {
 
-extern int guc_default_lease_s;     // pg_inbox.default_lease
-extern int guc_max_attempts;        // pg_inbox.max_attempts
-extern int guc_backoff_base_ms;     // pg_inbox.backoff_base
-extern int guc_backoff_max_s;       // pg_inbox.backoff_max
-extern int guc_max_payload_kb;      // pg_inbox.max_payload_size
+extern int guc_default_lease_s;  // pg_inbox.default_lease
+extern int guc_max_attempts;     // pg_inbox.max_attempts
+extern int guc_backoff_base_ms;  // pg_inbox.backoff_base
+extern int guc_backoff_max_s;    // pg_inbox.backoff_max
+extern int guc_max_payload_kb;   // pg_inbox.max_payload_size
 
 void define_gucs();
 

@@ -42,8 +42,8 @@ RETURNING e.*
                        nullptr,
                        CURSOR_OPT_CUSTOM_PLAN};
 
-KeptPlan provider_exists_plan = {"SELECT 1 FROM inbox.providers WHERE name = $1", 1, {TEXTOID},
-                                 nullptr};
+KeptPlan provider_exists_plan = {
+    "SELECT 1 FROM inbox.providers WHERE name = $1", 1, {TEXTOID}, nullptr};
 
 // An expired but not yet reclaimed lease still completes: nobody else has it.
 KeptPlan complete_plan = {R"SQL(
@@ -130,14 +130,11 @@ LeaseState classify_lease(bool exists, bool done_with_token, bool issued) {
   return issued ? LeaseState::kLost : LeaseState::kNeverIssued;
 }
 
-// Call inside pg_call, SPI connected.
+// Call inside spi_call.
 LeaseState lease_state(Datum *args) {
   execute_kept(lease_state_plan, args, nullptr, true, 1);
   if (SPI_processed == 0) return classify_lease(false, false, false);
-  bool isnull;
-  bool done_with_token = DatumGetBool(result_value(0, 1, &isnull)) && !isnull;
-  bool issued = DatumGetBool(result_value(0, 2, &isnull)) && !isnull;
-  return classify_lease(true, done_with_token, issued);
+  return classify_lease(true, result_bool(0, 1), result_bool(0, 2));
 }
 
 void throw_if_bad_lease(LeaseState state, int64 id) {
@@ -163,9 +160,9 @@ INBOX_SQL_FUNCTION(inbox_claim) {
   require_arg(fcinfo, 0, "max_rows");
   int32 max_rows = PG_GETARG_INT32(0);
   if (max_rows < 1 || max_rows > kMaxClaimRows)
-    throw InboxError(ERRCODE_INVALID_PARAMETER_VALUE,
-                     "max_rows must be between 1 and " + std::to_string(kMaxClaimRows) +
-                         ", not " + std::to_string(max_rows));
+    throw InboxError(ERRCODE_INVALID_PARAMETER_VALUE, "max_rows must be between 1 and " +
+                                                          std::to_string(kMaxClaimRows) + ", not " +
+                                                          std::to_string(max_rows));
   int64 lease_usecs = static_cast<int64>(guc_default_lease_s) * USECS_PER_SEC;
   if (!PG_ARGISNULL(1)) {
     lease_usecs = interval_usecs(pg_call([&] { return PG_GETARG_INTERVAL_P(1); }));
@@ -180,19 +177,13 @@ INBOX_SQL_FUNCTION(inbox_claim) {
                        "Pass NULL to claim from every provider.");
   }
 
-  bool provider_known = pg_call([&] {
-    InitMaterializedSRF(fcinfo, 0);
-    SPI_connect();
-    if (provider == nullptr) return true;
-    Datum name = CStringGetTextDatum(provider);
-    execute_kept(provider_exists_plan, &name, nullptr, true, 1);
-    return SPI_processed == 1;
-  });
-  if (!provider_known)
-    throw InboxError(ERRCODE_UNDEFINED_OBJECT,
-                     std::string("unknown provider \"") + provider + "\"");
-
-  pg_call([&] {
+  pg_call([&] { InitMaterializedSRF(fcinfo, 0); });
+  spi_call([&] {
+    if (provider != nullptr) {
+      Datum name = CStringGetTextDatum(provider);
+      execute_kept(provider_exists_plan, &name, nullptr, true, 1);
+      if (SPI_processed == 0) raise_unknown_provider(name);
+    }
     Datum args[3] = {Int32GetDatum(max_rows), interval_from_usecs(lease_usecs),
                      provider ? CStringGetTextDatum(provider) : (Datum)0};
     char nulls[3] = {' ', ' ', provider ? ' ' : 'n'};
@@ -211,12 +202,11 @@ INBOX_SQL_FUNCTION(inbox_claim) {
           isnull[a] = true;
           continue;
         }
-        values[a] = SPI_getbinval(SPI_tuptable->vals[row], SPI_tuptable->tupdesc, column++,
-                                  &isnull[a]);
+        values[a] =
+            SPI_getbinval(SPI_tuptable->vals[row], SPI_tuptable->tupdesc, column++, &isnull[a]);
       }
       tuplestore_putvalues(rsinfo->setResult, out, values, isnull);
     }
-    SPI_finish();
   });
   return (Datum)0;
 }
@@ -226,13 +216,10 @@ INBOX_SQL_FUNCTION(inbox_complete) {
   require_arg(fcinfo, 1, "lease_token");
   Datum args[2] = {PG_GETARG_DATUM(0), PG_GETARG_DATUM(1)};
 
-  LeaseState state = pg_call([&] {
-    SPI_connect();
+  LeaseState state = spi_call([&] {
     execute_kept(complete_plan, args, nullptr, false, 0);
     bool completed = SPI_processed == 1;
-    LeaseState s = completed ? LeaseState::kAlreadyDone : lease_state(args);
-    SPI_finish();
-    return s;
+    return completed ? LeaseState::kAlreadyDone : lease_state(args);
   });
   throw_if_bad_lease(state, PG_GETARG_INT64(0));
   return BoolGetDatum(state == LeaseState::kAlreadyDone);
@@ -258,9 +245,9 @@ INBOX_SQL_FUNCTION(inbox_complete_batch) {
   if (lengths.dimensions > 1)
     throw InboxError(ERRCODE_ARRAY_SUBSCRIPT_ERROR, "ids and lease_tokens must be one-dimensional");
   if (lengths.ids != lengths.tokens)
-    throw InboxError(ERRCODE_ARRAY_SUBSCRIPT_ERROR, "ids and lease_tokens must have the same length",
-                     "Lengths: " + std::to_string(lengths.ids) + ", " +
-                         std::to_string(lengths.tokens) + ".");
+    throw InboxError(
+        ERRCODE_ARRAY_SUBSCRIPT_ERROR, "ids and lease_tokens must have the same length",
+        "Lengths: " + std::to_string(lengths.ids) + ", " + std::to_string(lengths.tokens) + ".");
   if (lengths.ids > kMaxClaimRows)
     throw InboxError(ERRCODE_PROGRAM_LIMIT_EXCEEDED,
                      "a batch holds at most " + std::to_string(kMaxClaimRows) + " events, got " +
@@ -268,52 +255,45 @@ INBOX_SQL_FUNCTION(inbox_complete_batch) {
 
   // One state per element; the first bad one (missing, never issued) wins.
   struct Result {
-    Datum outcomes;
+    Datum *outcomes;  // SPI_palloc'd: in the caller's context
+    uint64 count;
     bool bad;
     LeaseState bad_state;
     int64 bad_id;
   };
-  Result result = pg_call([&] {
+  Result result = spi_call([&] {
     Datum args[2] = {PG_GETARG_DATUM(0), PG_GETARG_DATUM(1)};
-    SPI_connect();
     execute_kept(complete_batch_plan, args, nullptr, false, 0);
-    Result r{(Datum)0, false, LeaseState::kLost, 0};
+    Result r{nullptr, SPI_processed, false, LeaseState::kLost, 0};
     auto *outcomes = static_cast<Datum *>(SPI_palloc(Max(SPI_processed, 1) * sizeof(Datum)));
+    r.outcomes = outcomes;
     for (uint64 row = 0; row < SPI_processed; ++row) {
-      bool isnull;
-      HeapTuple tuple = SPI_tuptable->vals[row];
-      TupleDesc desc = SPI_tuptable->tupdesc;
-      bool completed = DatumGetBool(SPI_getbinval(tuple, desc, 2, &isnull));
-      bool exists = DatumGetBool(SPI_getbinval(tuple, desc, 3, &isnull));
-      Datum done_datum = SPI_getbinval(tuple, desc, 4, &isnull);
-      bool already_done = !isnull && DatumGetBool(done_datum);
-      Datum issued_datum = SPI_getbinval(tuple, desc, 5, &isnull);
-      bool issued = !isnull && DatumGetBool(issued_datum);
-      LeaseState state = classify_lease(exists, completed || already_done, issued);
+      bool completed = result_bool(row, 2);
+      bool exists = result_bool(row, 3);
+      LeaseState state =
+          classify_lease(exists, completed || result_bool(row, 4), result_bool(row, 5));
       if ((state == LeaseState::kMissingEvent || state == LeaseState::kNeverIssued) && !r.bad) {
         r.bad = true;
         r.bad_state = state;
-        r.bad_id = DatumGetInt64(SPI_getbinval(tuple, desc, 1, &isnull));
+        r.bad_id = result_int64(row, 1);
       }
       outcomes[row] = BoolGetDatum(state == LeaseState::kAlreadyDone);
     }
-    uint64 count = SPI_processed;
-    SPI_finish();
-    r.outcomes = PointerGetDatum(
-        construct_array(outcomes, static_cast<int>(count), BOOLOID, 1, true, TYPALIGN_CHAR));
     return r;
   });
   // The batch is all or nothing, like ingest_batch: the error rolls it back.
   if (result.bad) throw_if_bad_lease(result.bad_state, result.bad_id);
-  return result.outcomes;
+  return pg_call([&] {
+    return PointerGetDatum(construct_array(result.outcomes, static_cast<int>(result.count), BOOLOID,
+                                           1, true, TYPALIGN_CHAR));
+  });
 }
 
 INBOX_SQL_FUNCTION(inbox_fail) {
   require_arg(fcinfo, 0, "id");
   require_arg(fcinfo, 1, "lease_token");
   require_arg(fcinfo, 2, "error");
-  if (!PG_ARGISNULL(3) &&
-      interval_usecs(pg_call([&] { return PG_GETARG_INTERVAL_P(3); })) < 0)
+  if (!PG_ARGISNULL(3) && interval_usecs(pg_call([&] { return PG_GETARG_INTERVAL_P(3); })) < 0)
     throw InboxError(ERRCODE_INVALID_PARAMETER_VALUE, "retry_after must not be negative");
 
   struct Outcome {
@@ -321,7 +301,7 @@ INBOX_SQL_FUNCTION(inbox_fail) {
     bool dead;
     LeaseState state;
   };
-  Outcome outcome = pg_call([&] {
+  Outcome outcome = spi_call([&] {
     Datum args[7] = {PG_GETARG_DATUM(0),
                      PG_GETARG_DATUM(1),
                      PG_GETARG_DATUM(2),
@@ -330,15 +310,12 @@ INBOX_SQL_FUNCTION(inbox_fail) {
                      interval_from_usecs(static_cast<int64>(guc_backoff_base_ms) * 1000),
                      interval_from_usecs(static_cast<int64>(guc_backoff_max_s) * USECS_PER_SEC)};
     char nulls[7] = {' ', ' ', ' ', PG_ARGISNULL(3) ? 'n' : ' ', ' ', ' ', ' '};
-    SPI_connect();
     execute_kept(fail_plan, args, nulls, false, 0);
     Outcome o{SPI_processed == 1, false, LeaseState::kLost};
-    bool isnull;
     if (o.updated)
-      o.dead = DatumGetBool(result_value(0, 1, &isnull));
+      o.dead = result_bool(0, 1);
     else
       o.state = lease_state(args);
-    SPI_finish();
     return o;
   });
   if (outcome.updated)

@@ -3,8 +3,10 @@
 // ingest and workers never queue behind it. Each category is capped per pass;
 // "more": true says the caller may run another pass at once.
 #include <string>
+#include <vector>
 
 #include "boundary.hpp"
+#include "json_object.hpp"
 #include "reconcile_locks.hpp"
 #include "spi.hpp"
 
@@ -16,9 +18,9 @@ extern "C" {
 namespace pg_inbox {
 namespace {
 
-constexpr int64 kBatchRows = 1000;       // per category, per pass
-constexpr int64 kVerifyRows = 1000;      // done events verified per provider, per pass
-constexpr int kMaxReopens = 3;           // verify mismatches before reconcile stops reopening
+constexpr int64 kBatchRows = 1000;   // per category, per pass
+constexpr int64 kVerifyRows = 1000;  // done events verified per provider, per pass
+constexpr int kMaxReopens = 3;       // verify mismatches before reconcile stops reopening
 constexpr int kMaxTriggerBytes = 63;
 constexpr int64 kDeadCountReuse = 5 * 60 * USECS_PER_SEC;
 constexpr int64 kDeadChunkIds = 100000;  // ids counted per statement
@@ -28,8 +30,8 @@ constexpr int64 kDeadChunkIds = 100000;  // ids counted per statement
 // Longer passes (and snapshots) are the price.
 constexpr double kThrottle = 4.0;
 
-KeptPlan try_lock_plan = {"SELECT pg_try_advisory_xact_lock($1, $2)", 2, {INT4OID, INT4OID},
-                          nullptr};
+KeptPlan try_lock_plan = {
+    "SELECT pg_try_advisory_xact_lock($1, $2)", 2, {INT4OID, INT4OID}, nullptr};
 
 KeptPlan insert_run_plan = {R"SQL(
 INSERT INTO inbox.reconcile_runs (trigger, started_at, finished_at, skipped, counts)
@@ -211,7 +213,7 @@ struct Counts {
   int64 reopened = 0;
   int64 verify_null = 0;
   int64 verify_missing = 0;
-  char verify_failed[2048] = {0};  // JSON array items: "name", "name" (names are [a-z0-9_-])
+  char verify_failed[2048] = {0};  // provider names, each followed by '\n'
   int64 dead = 0;
   int64 dead_new = 0;
   bool more = false;
@@ -222,14 +224,8 @@ struct Counts {
   char dead_counted_at[64] = {0};
 };
 
-int64 count_of(uint64 row, int column) {
-  bool isnull;
-  Datum value = SPI_getbinval(SPI_tuptable->vals[row], SPI_tuptable->tupdesc, column, &isnull);
-  return isnull ? 0 : DatumGetInt64(value);
-}
-
 // Sleeps kThrottle times the work done since counts->since, in slices that
-// answer cancels. Call inside pg_call.
+// answer cancels. Call inside spi_call.
 void throttle(Counts *counts) {
   TimestampTz now = GetCurrentTimestamp();
   int64 sleep_us = static_cast<int64>(static_cast<double>(now - counts->since) * kThrottle);
@@ -243,15 +239,15 @@ void throttle(Counts *counts) {
   counts->since = GetCurrentTimestamp();
 }
 
-// Runs one provider's verify sweep. Call inside pg_call, SPI connected.
+// Runs one provider's verify sweep. Call inside spi_call.
 void verify_provider(Datum provider, const char *function, int64 cursor, int64 run_id,
                      Counts *counts) {
   Datum args[3] = {provider, Int64GetDatum(cursor), Int64GetDatum(kVerifyRows)};
   Oid types[3] = {TEXTOID, INT8OID, INT8OID};
-  int rc = SPI_execute_with_args(psprintf(kVerifyBatchSql, function), 3, types, args, nullptr,
-                                 false, 0);
-  if (rc != SPI_OK_SELECT) elog(ERROR, "pg_inbox: verify batch failed: %s", SPI_result_code_string(rc));
-  SPITupleTable *rows = SPI_tuptable;
+  int rc =
+      SPI_execute_with_args(psprintf(kVerifyBatchSql, function), 3, types, args, nullptr, false, 0);
+  if (rc != SPI_OK_SELECT)
+    elog(ERROR, "pg_inbox: verify batch failed: %s", SPI_result_code_string(rc));
   uint64 processed = SPI_processed;
 
   auto *mismatched = static_cast<Datum *>(palloc(sizeof(Datum) * (processed + 1)));
@@ -259,12 +255,12 @@ void verify_provider(Datum provider, const char *function, int64 cursor, int64 r
   int64 last_id = cursor;
   for (uint64 i = 0; i < processed; ++i) {
     bool isnull;
-    int64 id = DatumGetInt64(SPI_getbinval(rows->vals[i], rows->tupdesc, 1, &isnull));
-    Datum ok = SPI_getbinval(rows->vals[i], rows->tupdesc, 2, &isnull);
+    int64 id = result_int64(i, 1);
+    bool ok = result_bool(i, 2, &isnull);
     counts->verified++;
     if (isnull)
       counts->verify_null++;
-    else if (!DatumGetBool(ok))
+    else if (!ok)
       mismatched[nmismatched++] = Int64GetDatum(id);
     last_id = id;
   }
@@ -279,17 +275,17 @@ void verify_provider(Datum provider, const char *function, int64 cursor, int64 r
   counts->mismatches += nmismatched;
   throttle(counts);
   if (nmismatched > 0) {
-    Datum reopen[3] = {
-        PointerGetDatum(construct_array(mismatched, nmismatched, INT8OID, 8, true, TYPALIGN_DOUBLE)),
-        Int64GetDatum(run_id), Int32GetDatum(kMaxReopens)};
+    Datum reopen[3] = {PointerGetDatum(construct_array(mismatched, nmismatched, INT8OID, 8, true,
+                                                       TYPALIGN_DOUBLE)),
+                       Int64GetDatum(run_id), Int32GetDatum(kMaxReopens)};
     execute_kept(reopen_plan, reopen, nullptr, false, 0);
-    counts->reopened += count_of(0, 1);
+    counts->reopened += result_int64(0, 1);
   }
 }
 
 // Runs verify_provider in a subtransaction: a verify function that raises
 // loses only its own batch (reported, with a WARNING), never the whole pass
-// and its lease repairs. Call inside pg_call, SPI connected.
+// and its lease repairs. Call inside spi_call.
 void verify_provider_guarded(Datum provider, const char *function, int64 cursor, int64 run_id,
                              Counts *counts) {
   Counts before = *counts;
@@ -319,10 +315,9 @@ void verify_provider_guarded(Datum provider, const char *function, int64 cursor,
   *counts = before;
   const char *name = TextDatumGetCString(provider);
   size_t used = strlen(counts->verify_failed);
-  // Whole items only, so the JSON stays valid; the WARNING names every one.
-  if (used + strlen(name) + 5 < sizeof(counts->verify_failed))
-    snprintf(counts->verify_failed + used, sizeof(counts->verify_failed) - used, "%s\"%s\"",
-             used > 0 ? ", " : "", name);
+  // Whole names only; the WARNING names every one.
+  if (used + strlen(name) + 2 < sizeof(counts->verify_failed))
+    snprintf(counts->verify_failed + used, sizeof(counts->verify_failed) - used, "%s\n", name);
   ereport(WARNING, (errcode(edata->sqlerrcode),
                     errmsg("pg_inbox: the verify function of provider \"%s\" failed: %s", name,
                            edata->message),
@@ -331,96 +326,103 @@ void verify_provider_guarded(Datum provider, const char *function, int64 cursor,
   FreeErrorData(edata);
 }
 
-// The pass itself. Call inside pg_call, SPI connected.
+// The pass itself. Call inside spi_call.
 void run_pass(int64 run_id, bool scheduled, Counts *counts) {
   Datum batch[1] = {Int64GetDatum(run_id)};
   counts->since = GetCurrentTimestamp();
 
   execute_kept(open_set_plan, batch, nullptr, false, 0);
-  counts->leases_reclaimed = count_of(0, 1);
+  counts->leases_reclaimed = result_int64(0, 1);
   if (counts->leases_reclaimed >= kBatchRows) counts->more = true;
-  counts->held_recorded = count_of(0, 2);
-  counts->stuck = count_of(0, 3);
-  counts->leases_held = count_of(0, 4);
+  counts->held_recorded = result_int64(0, 2);
+  counts->stuck = result_int64(0, 3);
+  counts->leases_held = result_int64(0, 4);
   bool isnull;
-  Datum oldest = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 5, &isnull);
-  if (!isnull) strlcpy(counts->oldest_stuck, TextDatumGetCString(oldest), sizeof(counts->oldest_stuck));
+  const char *oldest = result_text(0, 5);
+  if (oldest) strlcpy(counts->oldest_stuck, oldest, sizeof(counts->oldest_stuck));
   throttle(counts);
 
+  // Read out first: each verify batch runs statements of its own.
   execute_kept(verifiers_plan, nullptr, nullptr, false, 0);
-  SPITupleTable *verifiers = SPI_tuptable;
   uint64 nverifiers = SPI_processed;
+  struct Verifier {
+    Datum name;
+    bool missing;
+    int64 cursor;
+    const char *function;
+  };
+  auto *verifiers = static_cast<Verifier *>(palloc(sizeof(Verifier) * (nverifiers + 1)));
+  for (uint64 i = 0; i < nverifiers; ++i)
+    verifiers[i] = Verifier{result_value(i, 1, &isnull), result_bool(i, 2), result_int64(i, 3),
+                            result_text(i, 4)};
   for (uint64 i = 0; i < nverifiers; ++i) {
-    Datum name = SPI_getbinval(verifiers->vals[i], verifiers->tupdesc, 1, &isnull);
-    bool missing = DatumGetBool(SPI_getbinval(verifiers->vals[i], verifiers->tupdesc, 2, &isnull));
-    int64 cursor = DatumGetInt64(SPI_getbinval(verifiers->vals[i], verifiers->tupdesc, 3, &isnull));
-    if (missing) {
+    if (verifiers[i].missing) {
       counts->verify_missing++;
       continue;
     }
-    Datum function = SPI_getbinval(verifiers->vals[i], verifiers->tupdesc, 4, &isnull);
-    verify_provider_guarded(name, TextDatumGetCString(function), cursor, run_id, counts);
+    verify_provider_guarded(verifiers[i].name, verifiers[i].function, verifiers[i].cursor, run_id,
+                            counts);
   }
 
   Datum previous[2] = {Int64GetDatum(run_id), interval_from_usecs(kDeadCountReuse)};
   execute_kept(previous_dead_plan, previous, nullptr, false, 0);
   bool has_previous = SPI_processed == 1;
-  int64 previous_dead = has_previous ? count_of(0, 1) : 0;
-  bool fresh = has_previous && DatumGetBool(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 3, &isnull)) && !isnull;
+  int64 previous_dead = has_previous ? result_int64(0, 1) : 0;
+  bool fresh = has_previous && result_bool(0, 3);
   if (scheduled && fresh) {
     counts->dead = previous_dead;
     counts->dead_reused = true;
-    Datum at = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2, &isnull);
-    strlcpy(counts->dead_counted_at, TextDatumGetCString(at), sizeof(counts->dead_counted_at));
+    strlcpy(counts->dead_counted_at, result_text(0, 2), sizeof(counts->dead_counted_at));
     return;
   }
   // In id ranges, with a pause after each: the full read never takes a core.
   execute_kept(id_range_plan, nullptr, nullptr, false, 0);
-  int64 low = count_of(0, 1);
-  int64 high = count_of(0, 2);
-  Datum at = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 3, &isnull);
-  strlcpy(counts->dead_counted_at, TextDatumGetCString(at), sizeof(counts->dead_counted_at));
+  int64 low = result_int64(0, 1);
+  int64 high = result_int64(0, 2);
+  strlcpy(counts->dead_counted_at, result_text(0, 3), sizeof(counts->dead_counted_at));
   counts->dead = 0;
   for (int64 start = low; start <= high; start += kDeadChunkIds) {
     Datum range[2] = {Int64GetDatum(start), Int64GetDatum(start + kDeadChunkIds)};
     execute_kept(dead_chunk_plan, range, nullptr, false, 0);
-    counts->dead += count_of(0, 1);
+    counts->dead += result_int64(0, 1);
     throttle(counts);
   }
   counts->dead_new = counts->dead > previous_dead ? counts->dead - previous_dead : 0;
 }
 
 std::string counts_json(const std::string &trigger, int64 run_id, const Counts &c) {
-  auto field = [](const char *name, int64 value) {
-    return std::string("\"") + name + "\": " + std::to_string(value) + ", ";
-  };
-  std::string json = "{\"run_id\": " + std::to_string(run_id) + ", ";
-  json += "\"trigger\": \"" + trigger + "\", ";  // checked: [a-z0-9_:-] only
-  json += field("stuck", c.stuck);
-  json += field("leases_reclaimed", c.leases_reclaimed);
-  json += field("leases_held", c.leases_held);
-  json += field("held_recorded", c.held_recorded);
-  json += field("verified", c.verified);
-  json += field("mismatches", c.mismatches);
-  json += field("reopened", c.reopened);
-  json += field("verify_gave_up", c.mismatches - c.reopened);
-  json += field("verify_null", c.verify_null);
-  json += field("verify_missing", c.verify_missing);
-  json += std::string("\"verify_failed\": [") + c.verify_failed + "], ";
-  json += field("dead", c.dead);
-  json += field("dead_new", c.dead_new);
-  json += std::string("\"dead_counted_at\": \"") + c.dead_counted_at + "\", ";
-  json += std::string("\"dead_reused\": ") + (c.dead_reused ? "true" : "false") + ", ";
-  json += field("paused_ms", c.paused_us / 1000);
-  json += "\"oldest_stuck\": ";
-  json += c.oldest_stuck[0] ? "\"" + std::string(c.oldest_stuck) + "\"" : std::string("null");
-  json += ", \"more\": ";
-  json += c.more ? "true" : "false";
-  json += "}";
-  return json;
+  std::vector<std::string> verify_failed;
+  std::string names = c.verify_failed;
+  for (size_t start = 0, end; (end = names.find('\n', start)) != std::string::npos; start = end + 1)
+    verify_failed.push_back(names.substr(start, end - start));
+  JsonObject json;
+  json.number("run_id", run_id)
+      .string("trigger", trigger)
+      .number("stuck", c.stuck)
+      .number("leases_reclaimed", c.leases_reclaimed)
+      .number("leases_held", c.leases_held)
+      .number("held_recorded", c.held_recorded)
+      .number("verified", c.verified)
+      .number("mismatches", c.mismatches)
+      .number("reopened", c.reopened)
+      .number("verify_gave_up", c.mismatches - c.reopened)
+      .number("verify_null", c.verify_null)
+      .number("verify_missing", c.verify_missing)
+      .strings("verify_failed", verify_failed)
+      .number("dead", c.dead)
+      .number("dead_new", c.dead_new)
+      .string("dead_counted_at", c.dead_counted_at)
+      .boolean("dead_reused", c.dead_reused)
+      .number("paused_ms", c.paused_us / 1000);
+  if (c.oldest_stuck[0])
+    json.string("oldest_stuck", c.oldest_stuck);
+  else
+    json.null("oldest_stuck");
+  json.boolean("more", c.more);
+  return json.text();
 }
 
-// Trigger names are short identifiers: they label runs and go into JSON as is.
+// Trigger names are short identifiers: they label runs.
 void check_trigger(const std::string &trigger) {
   if (trigger.empty())
     throw InboxError(ERRCODE_INVALID_PARAMETER_VALUE, "trigger must not be empty");
@@ -429,8 +431,8 @@ void check_trigger(const std::string &trigger) {
                      "trigger is " + std::to_string(trigger.size()) + " bytes, over the limit of " +
                          std::to_string(kMaxTriggerBytes));
   for (char ch : trigger) {
-    bool ok = (ch >= 'a' && ch <= 'z') || (ch >= '0' && ch <= '9') || ch == '_' || ch == '-' ||
-              ch == ':';
+    bool ok =
+        (ch >= 'a' && ch <= 'z') || (ch >= '0' && ch <= '9') || ch == '_' || ch == '-' || ch == ':';
     if (!ok)
       throw InboxError(ERRCODE_INVALID_PARAMETER_VALUE, "invalid trigger \"" + trigger + "\"",
                        "Use a-z, 0-9, \"_\", \"-\" and \":\" (for example 'manual', 'schedule').");
@@ -443,9 +445,9 @@ void check_trigger(const std::string &trigger) {
 using namespace pg_inbox;
 
 INBOX_SQL_FUNCTION(inbox_reconcile) {
-  if (PG_ARGISNULL(0))
-    throw InboxError(ERRCODE_NULL_VALUE_NOT_ALLOWED, "trigger must not be null");
-  std::string trigger = pg_call([&] { return (const char *)text_to_cstring(PG_GETARG_TEXT_PP(0)); });
+  if (PG_ARGISNULL(0)) throw InboxError(ERRCODE_NULL_VALUE_NOT_ALLOWED, "trigger must not be null");
+  std::string trigger =
+      pg_call([&] { return (const char *)text_to_cstring(PG_GETARG_TEXT_PP(0)); });
   check_trigger(trigger);
 
   struct Start {
@@ -454,41 +456,31 @@ INBOX_SQL_FUNCTION(inbox_reconcile) {
   };
   // Transaction-scoped lock: released by commit or abort, never leaked by an
   // error half-way through the pass.
-  Start start = pg_call([&] {
-    SPI_connect();
+  Start start = spi_call([&] {
     Datum key[2] = {Int32GetDatum(kLockClassReconcile), Int32GetDatum(kLockReconcilePass)};
     execute_kept(try_lock_plan, key, nullptr, false, 0);
-    bool isnull;
     Start s{};
-    s.got_lock = DatumGetBool(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
+    s.got_lock = result_bool(0, 1);
     Datum run[2] = {CStringGetTextDatum(trigger.c_str()), BoolGetDatum(!s.got_lock)};
     execute_kept(insert_run_plan, run, nullptr, false, 0);
-    s.run_id = count_of(0, 1);
-    SPI_finish();
+    s.run_id = result_int64(0, 1);
     return s;
   });
   if (!start.got_lock) {
-    std::string json = "{\"skipped\": \"busy\", \"run_id\": " + std::to_string(start.run_id) +
-                       ", \"trigger\": \"" + trigger + "\"}";
-    return pg_call([&] { return DirectFunctionCall1(jsonb_in, CStringGetDatum(json.c_str())); });
+    JsonObject json;
+    json.string("skipped", "busy").number("run_id", start.run_id).string("trigger", trigger);
+    return jsonb_from_text(json.text());
   }
 
   // Scheduled passes run often: they may reuse a recent dead count.
   bool scheduled = trigger == "schedule";
   Counts counts;
-  pg_call([&] {
-    SPI_connect();
-    run_pass(start.run_id, scheduled, &counts);
-    SPI_finish();
-  });
+  spi_call([&] { run_pass(start.run_id, scheduled, &counts); });
   std::string json = counts_json(trigger, start.run_id, counts);
-  return pg_call([&] {
-    SPI_connect();
+  return spi_call([&] {
     Datum args[2] = {Int64GetDatum(start.run_id), CStringGetTextDatum(json.c_str())};
     execute_kept(finish_run_plan, args, nullptr, false, 0);
     bool isnull;
-    Datum result = result_value(0, 1, &isnull);
-    SPI_finish();
-    return result;
+    return result_value(0, 1, &isnull);
   });
 }

@@ -1,5 +1,7 @@
 #include "spi.hpp"
 
+#include <cstring>
+
 namespace pg_inbox {
 
 SPIPlanPtr kept_plan(KeptPlan &plan) {
@@ -7,26 +9,71 @@ SPIPlanPtr kept_plan(KeptPlan &plan) {
     SPIPlanPtr prepared =
         SPI_prepare_cursor(plan.sql, plan.nargs, plan.argtypes, plan.cursor_options);
     if (prepared == nullptr)
-      elog(ERROR, "pg_inbox: could not prepare statement: %s",
-           SPI_result_code_string(SPI_result));
+      elog(ERROR, "pg_inbox: could not prepare statement: %s", SPI_result_code_string(SPI_result));
     if (SPI_keepplan(prepared) != 0) elog(ERROR, "pg_inbox: could not keep statement");
     plan.plan = prepared;
   }
   return plan.plan;
 }
 
-int execute_kept(KeptPlan &plan, Datum *values, const char *nulls, bool read_only,
-                 long max_rows) {
+int execute_kept(KeptPlan &plan, Datum *values, const char *nulls, bool read_only, long max_rows) {
   int rc = SPI_execute_plan(kept_plan(plan), values, nulls, read_only, max_rows);
   if (rc < 0) elog(ERROR, "pg_inbox: statement failed: %s", SPI_result_code_string(rc));
   return rc;
 }
 
+namespace {
+
+// The column as SPI holds it, in SPI's memory.
+Datum column_at(uint64 row, int column, bool *isnull) {
+  return SPI_getbinval(SPI_tuptable->vals[row], SPI_tuptable->tupdesc, column, isnull);
+}
+
+}  // namespace
+
 Datum result_value(uint64 row, int column, bool *isnull) {
-  Datum value = SPI_getbinval(SPI_tuptable->vals[row], SPI_tuptable->tupdesc, column, isnull);
+  Datum value = column_at(row, column, isnull);
   if (*isnull) return (Datum)0;
   Form_pg_attribute attr = TupleDescAttr(SPI_tuptable->tupdesc, column - 1);
   return SPI_datumTransfer(value, attr->attbyval, attr->attlen);
+}
+
+int64 result_int64(uint64 row, int column, bool *isnull) {
+  bool null;
+  Datum value = column_at(row, column, &null);
+  if (isnull) *isnull = null;
+  return null ? 0 : DatumGetInt64(value);
+}
+
+bool result_bool(uint64 row, int column, bool *isnull) {
+  bool null;
+  Datum value = column_at(row, column, &null);
+  if (isnull) *isnull = null;
+  return !null && DatumGetBool(value);
+}
+
+char *result_text(uint64 row, int column) {
+  bool null;
+  Datum value = column_at(row, column, &null);
+  if (null) return nullptr;
+  char *string = TextDatumGetCString(value);
+  size_t size = std::strlen(string) + 1;
+  auto *copy = static_cast<char *>(SPI_palloc(size));
+  std::memcpy(copy, string, size);
+  return copy;
+}
+
+void raise_unknown_provider(Datum name) {
+  static KeptPlan require_plan = {"SELECT inbox._require_provider($1)", 1, {TEXTOID}, nullptr};
+  execute_kept(require_plan, &name, nullptr, true, 1);
+  // Registered in the meantime: the statement that missed it still failed.
+  ereport(ERROR, (errcode(ERRCODE_UNDEFINED_OBJECT),
+                  errmsg("provider \"%s\" was not registered when the statement ran",
+                         TextDatumGetCString(name))));
+}
+
+Datum jsonb_from_text(const std::string &json) {
+  return pg_call([&] { return DirectFunctionCall1(jsonb_in, CStringGetDatum(json.c_str())); });
 }
 
 Datum interval_from_usecs(int64 usecs) {

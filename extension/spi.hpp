@@ -1,10 +1,35 @@
-// Statements prepared once per backend and kept for its lifetime.
-// Everything here calls Postgres: use it only inside pg_call().
+// SPI for the extension: one scope helper (spi_call) that opens and closes
+// the connection, statements prepared once per backend and kept, and one
+// reader for the columns of the last result.
 #pragma once
 
+#include <string>
+#include <type_traits>
+
+#include "boundary.hpp"
 #include "postgres.hpp"
 
 namespace pg_inbox {
+
+// Runs fn under pg_call with an SPI connection open around it: the one
+// place SPI_connect and SPI_finish are written. When fn raises, the
+// connection is left to the (sub)transaction's abort, which closes it.
+// fn runs in SPI's memory: what it returns must be a plain value or live in
+// the caller's context (result_value, result_text, SPI_palloc).
+template <typename Fn>
+auto spi_call(Fn &&fn) -> decltype(fn()) {
+  return pg_call([&] {
+    SPI_connect();
+    if constexpr (std::is_void_v<decltype(fn())>) {
+      fn();
+      SPI_finish();
+    } else {
+      auto result = fn();
+      SPI_finish();
+      return result;
+    }
+  });
+}
 
 struct KeptPlan {
   const char *sql;
@@ -21,12 +46,23 @@ struct KeptPlan {
 SPIPlanPtr kept_plan(KeptPlan &plan);
 
 // Prepares plan on first use, then executes it. Returns the SPI result code.
-int execute_kept(KeptPlan &plan, Datum *values, const char *nulls, bool read_only,
-                 long max_rows);
+int execute_kept(KeptPlan &plan, Datum *values, const char *nulls, bool read_only, long max_rows);
 
-// Column `column` (1-based) of row `row` of the last SPI result, copied into
-// the caller's (pre-SPI_connect) memory context. Sets *isnull.
+// Column `column` (1-based) of row `row` of the last SPI result. Call inside
+// spi_call. result_value and result_text copy into the caller's (pre-SPI)
+// memory context; the others return plain values, 0 or false for NULL.
 Datum result_value(uint64 row, int column, bool *isnull);
+int64 result_int64(uint64 row, int column, bool *isnull = nullptr);
+bool result_bool(uint64 row, int column, bool *isnull = nullptr);
+char *result_text(uint64 row, int column);  // nullptr for NULL
+
+// Raises the error of inbox._require_provider (the one definition of
+// "unknown provider") for a name the caller found missing. Call inside
+// spi_call.
+[[noreturn]] void raise_unknown_provider(Datum name);
+
+// The jsonb of a JSON text (from JsonObject), palloc'd. Calls pg_call itself.
+Datum jsonb_from_text(const std::string &json);
 
 // An Interval of whole microseconds, palloc'd.
 Datum interval_from_usecs(int64 usecs);

@@ -5,7 +5,7 @@ set -euo pipefail
 
 # pg_prove is only a Recommends of postgresql-15-pgtap, hence named here.
 packages=(
-  build-essential pkg-config cmake perl bc curl
+  build-essential pkg-config cmake perl bc curl clang-format
   postgresql-15 postgresql-server-dev-15 postgresql-15-cron
   postgresql-15-pgtap libtap-parser-sourcehandler-pgtap-perl
   libpq-dev libssl-dev libcpp-httplib-dev libtomlplusplus-dev libsimdjson-dev libboost1.81-dev

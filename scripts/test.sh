@@ -6,6 +6,11 @@
 set -euo pipefail
 source "$(dirname "$0")/throwaway-cluster.sh" test any inbox_test
 failed=()
+# The boundary test's C entry points: a test-only module, never in `make install`.
+make -s -C test/selftest install DESTDIR="$tmp/install" >/dev/null
+
+echo "== format"
+make -s format-check || failed+=(format)
 
 echo "== upgrade from 0.1.0"
 # Leaves the test database installed at 0.1.0 and updated: the pgTAP suite

@@ -1,10 +1,42 @@
 -- pg_inbox: webhooks in at least once, out exactly once.
 \echo Use "CREATE EXTENSION pg_inbox" to load this file. \quit
 
+-- The group roles of the receiver and the workers (their privileges:
+-- 90_privileges.sql). Roles are cluster-wide, so they are created once, here,
+-- before any part grants to them, and reused by every database that installs
+-- pg_inbox.
+DO $$
+BEGIN
+    IF NOT EXISTS (SELECT 1 FROM pg_catalog.pg_roles WHERE rolname = 'inbox_receiver') THEN
+        CREATE ROLE inbox_receiver NOLOGIN;
+    END IF;
+    IF NOT EXISTS (SELECT 1 FROM pg_catalog.pg_roles WHERE rolname = 'inbox_worker') THEN
+        CREATE ROLE inbox_worker NOLOGIN;
+    END IF;
+END
+$$;
+
+-- The one definition of a provider name: 1 to 63 of a-z, 0-9, "_", "-". The
+-- table's CHECK and register_provider use it (simple SQL: inlined, no call).
+CREATE FUNCTION inbox._valid_provider_name(name text)
+RETURNS boolean LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
+    SELECT name ~ '^[a-z0-9_-]{1,63}$'
+$$;
+
+-- The longest external_id, in bytes: kMaxExternalIdBytes of
+-- extension/limits.hpp, the one definition, which ingest checks itself. The
+-- CHECKs of inbox.events, inbox.tombstones and inbox.listed_ids and the SQL
+-- functions' messages read it here. C, not SQL: a constraint folds it once
+-- per statement, and a SQL function would be parsed and run each time.
+CREATE FUNCTION inbox._external_id_limit()
+RETURNS int
+AS 'MODULE_PATHNAME', 'inbox_external_id_limit'
+LANGUAGE C IMMUTABLE PARALLEL SAFE;
+
 -- Providers must be registered before their events are accepted: a typo in a
 -- receiver's config is an error, not a new stream nobody processes.
 CREATE TABLE inbox.providers (
-    name            text PRIMARY KEY CHECK (name ~ '^[a-z0-9_-]{1,63}$'),
+    name            text PRIMARY KEY CHECK (inbox._valid_provider_name(name)),
     max_attempts    int CHECK (max_attempts BETWEEN 1 AND 1000),
     backoff_base    interval CHECK (backoff_base > interval '0'),
     backoff_max     interval CHECK (backoff_max > interval '0'),
@@ -37,6 +69,8 @@ CREATE TABLE inbox.events (
     headers           jsonb,
     payload           jsonb NOT NULL,
     CONSTRAINT events_provider_external_id_key UNIQUE (provider, external_id),
+    CONSTRAINT events_external_id_check
+      CHECK (octet_length(external_id) BETWEEN 1 AND inbox._external_id_limit()),
     -- processed_at marks the end of the event's life in the queue, done or dead.
     CONSTRAINT events_terminal_has_processed_at
       CHECK ((status IN ('done', 'dead')) = (processed_at IS NOT NULL))
@@ -97,7 +131,7 @@ CREATE FUNCTION inbox.register_provider(
     on_lease_expiry text DEFAULT 'reclaim')
 RETURNS void LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
 BEGIN
-    IF name IS NULL OR name !~ '^[a-z0-9_-]{1,63}$' THEN
+    IF name IS NULL OR NOT inbox._valid_provider_name(name) THEN
         RAISE EXCEPTION 'invalid provider name %', coalesce(quote_literal(name), 'NULL')
             USING ERRCODE = 'invalid_parameter_value',
                   HINT = 'Use 1 to 63 characters from a-z, 0-9, "_" and "-".';

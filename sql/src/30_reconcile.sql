@@ -90,7 +90,7 @@ BEGIN
     END IF;
     UPDATE inbox.providers p SET stuck_after = set_stuck_after.stuck_after WHERE p.name = provider;
     IF NOT FOUND THEN
-        RAISE EXCEPTION 'unknown provider "%"', provider USING ERRCODE = 'undefined_object';
+        PERFORM inbox._require_provider(provider);  -- raises: unknown provider
     END IF;
 END
 $$;

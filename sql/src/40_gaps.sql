@@ -7,7 +7,7 @@
 -- an id the provider's API says does not exist.
 CREATE TABLE inbox.tombstones (
     provider    text NOT NULL REFERENCES inbox.providers (name) ON DELETE CASCADE,
-    external_id text NOT NULL CHECK (octet_length(external_id) BETWEEN 1 AND 255),
+    external_id text NOT NULL CHECK (octet_length(external_id) BETWEEN 1 AND inbox._external_id_limit()),
     reason      text NOT NULL CHECK (reason <> ''),
     created_at  timestamptz NOT NULL DEFAULT now(),
     PRIMARY KEY (provider, external_id)
@@ -35,7 +35,7 @@ COMMENT ON TABLE inbox.gap_sources IS 'per provider: where the expected ids come
 CREATE TABLE inbox.listed_ids (
     id          bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
     provider    text NOT NULL REFERENCES inbox.providers (name) ON DELETE CASCADE,
-    external_id text NOT NULL CHECK (octet_length(external_id) BETWEEN 1 AND 255),
+    external_id text NOT NULL CHECK (octet_length(external_id) BETWEEN 1 AND inbox._external_id_limit()),
     listed_at   timestamptz NOT NULL,   -- when the provider says it sent the event
     loaded_at   timestamptz NOT NULL DEFAULT now(),
     UNIQUE (provider, external_id)
@@ -59,6 +59,13 @@ CREATE TABLE inbox.gaps (
 CREATE INDEX gaps_unresolved_idx ON inbox.gaps (provider, first_seen_at) WHERE status <> 'resolved';
 COMMENT ON TABLE inbox.gaps IS 'missing events: when first seen, whether requested, how resolved';
 
+-- Why a sequence pattern is malformed, or NULL: the grammar the scans parse
+-- (extension/gaps_sequence.hpp), so set_id_source accepts exactly what they can.
+CREATE FUNCTION inbox._id_pattern_error(pattern text)
+RETURNS text
+AS 'MODULE_PATHNAME', 'inbox_id_pattern_error'
+LANGUAGE C IMMUTABLE PARALLEL SAFE;
+
 -- Configures (or, with kind NULL, removes) a provider's expected-id source.
 -- Changing the kind or pattern starts the scan over.
 CREATE FUNCTION inbox.set_id_source(
@@ -79,9 +86,10 @@ BEGIN
             USING ERRCODE = 'invalid_parameter_value';
     END IF;
     IF kind = 'sequence' THEN
-        IF pattern IS NULL OR pattern !~ '^[^{}]{0,200}\{n(:([1-9]|1[0-8]))?\}$' THEN
+        IF pattern IS NULL OR inbox._id_pattern_error(pattern) IS NOT NULL THEN
             RAISE EXCEPTION 'malformed id pattern %', coalesce(quote_literal(pattern), 'NULL')
                 USING ERRCODE = 'invalid_parameter_value',
+                      DETAIL = coalesce(inbox._id_pattern_error(pattern), 'The pattern is null.'),
                       HINT = 'A prefix (no braces, at most 200 bytes) followed by {n}, or {n:WIDTH} '
                              'for numbers zero-padded to WIDTH (1-18) digits: ''evt_{n}'', ''ord-{n:8}''.';
         END IF;
@@ -122,9 +130,9 @@ BEGIN
     IF external_id = '' OR reason = '' THEN
         RAISE EXCEPTION 'external_id and reason must not be empty' USING ERRCODE = 'invalid_parameter_value';
     END IF;
-    IF octet_length(external_id) > 255 THEN
-        RAISE EXCEPTION 'external_id is % bytes, over the limit of 255', octet_length(external_id)
-            USING ERRCODE = 'string_data_right_truncation';
+    IF octet_length(external_id) > inbox._external_id_limit() THEN
+        RAISE EXCEPTION 'external_id is % bytes, over the limit of %', octet_length(external_id),
+            inbox._external_id_limit() USING ERRCODE = 'string_data_right_truncation';
     END IF;
     PERFORM inbox._require_provider(provider);
     IF EXISTS (SELECT 1 FROM inbox.events e
@@ -170,9 +178,10 @@ BEGIN
         RAISE EXCEPTION 'at most 10000 ids per call, got %', cardinality(external_ids)
             USING ERRCODE = 'program_limit_exceeded';
     END IF;
-    IF EXISTS (SELECT 1 FROM unnest(external_ids) x WHERE x IS NULL OR x = '' OR octet_length(x) > 255) THEN
-        RAISE EXCEPTION 'external_ids must be non-empty strings of at most 255 bytes'
-            USING ERRCODE = 'invalid_parameter_value';
+    IF EXISTS (SELECT 1 FROM unnest(external_ids) x
+               WHERE x IS NULL OR x = '' OR octet_length(x) > inbox._external_id_limit()) THEN
+        RAISE EXCEPTION 'external_ids must be non-empty strings of at most % bytes',
+            inbox._external_id_limit() USING ERRCODE = 'invalid_parameter_value';
     END IF;
     INSERT INTO inbox.listed_ids (provider, external_id, listed_at)
     SELECT DISTINCT add_listed.provider, x, add_listed.listed_at FROM unnest(external_ids) x

@@ -205,21 +205,3 @@ BEGIN
     RETURN 'retry';
 END
 $$;
-
--- The backfill worker's functions. Privileges are granted here, after the
--- functions exist; 90_privileges.sql only revokes from PUBLIC.
-DO $$
-BEGIN
-    IF NOT EXISTS (SELECT 1 FROM pg_catalog.pg_roles WHERE rolname = 'inbox_worker') THEN
-        CREATE ROLE inbox_worker NOLOGIN;
-    END IF;
-END
-$$;
-GRANT USAGE ON SCHEMA inbox TO inbox_worker;
-GRANT EXECUTE ON FUNCTION
-    inbox.claim_backfill(int, interval, text),
-    inbox.backfill_fetched(bigint, uuid, jsonb, jsonb),
-    inbox.backfill_not_found(bigint, uuid, text),
-    inbox.backfill_failed(bigint, uuid, text, interval, int),
-    inbox.add_listed(text, text[], timestamptz)
-  TO inbox_worker;

@@ -1,6 +1,6 @@
 -- inbox.ingest: one atomic upsert keyed by (provider, external_id).
 BEGIN;
-SELECT plan(26);
+SELECT plan(30);
 
 SELECT inbox.register_provider('stripe');
 SELECT inbox.register_provider('github');
@@ -37,6 +37,22 @@ SELECT is(inbox.ingest_batch(ARRAY['stripe', 'stripe'], ARRAY['b2', 'b9'],
                              ARRAY['{}', '{}']::jsonb[], ARRAY['{"a": 1}', NULL]::jsonb[]),
           ARRAY['updated', 'inserted'], 'batch with headers');
 SELECT is(inbox.ingest_batch('{}', '{}', '{}'), '{}'::text[], 'an empty batch is a no-op');
+
+-- The external_id limit has one definition (extension/limits.hpp), read by
+-- SQL through inbox._external_id_limit(): ingest's own check and the table's
+-- CHECK agree to the byte.
+SELECT is(inbox.ingest('stripe', repeat('y', inbox._external_id_limit()), '{}'), 'inserted',
+  'an id of exactly the limit is accepted');
+SELECT throws_ok(format('SELECT inbox.ingest(%L, repeat(%L, %s), %L)', 'stripe', 'y',
+                        inbox._external_id_limit() + 1, '{}'),
+  '22001', format('external_id is %s bytes, over the limit of %s', inbox._external_id_limit() + 1,
+                  inbox._external_id_limit()),
+  'one byte more is refused by ingest, with its own message');
+SELECT throws_ok($$ INSERT INTO inbox.events (provider, external_id, payload)
+                    VALUES ('stripe', repeat('z', inbox._external_id_limit() + 1), '{}') $$,
+  '23514', NULL, 'the table itself refuses an id over the limit');
+SELECT throws_ok($$ INSERT INTO inbox.events (provider, external_id, payload) VALUES ('stripe', '', '{}') $$,
+  '23514', NULL, 'and an empty one');
 
 -- Bad input: a clear error, nothing written.
 CREATE TEMP TABLE count_before AS SELECT count(*) AS n FROM inbox.events;

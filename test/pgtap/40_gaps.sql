@@ -1,7 +1,7 @@
 -- Gap detection: expected-id sources, find_gaps (the C++ index merge checked
 -- against the SQL anti-join), scan_gaps (record, close, promote), listed ids.
 BEGIN;
-SELECT plan(74);
+SELECT plan(77);
 
 SELECT has_function('inbox', 'find_gaps', ARRAY['text', 'bigint', 'bigint'], 'find_gaps(text, bigint, bigint)');
 SELECT has_function('inbox', 'find_gaps', ARRAY['text', 'timestamp with time zone', 'timestamp with time zone'],
@@ -38,6 +38,11 @@ SELECT throws_ok($$SELECT inbox.set_id_source('g_seq', 'sequence', 'evt_{n:19}')
                  'padding width over 18');
 SELECT throws_ok($$SELECT inbox.set_id_source('g_seq', 'sequence', 'evt_{n:ab}')$$, '22023', NULL,
                  'padding width not a number');
+SELECT throws_ok($$SELECT inbox.set_id_source('g_seq', 'sequence', 'evt_{n:08}')$$, '22023', NULL,
+                 'padding width with a leading zero');
+-- One grammar, the scans' parser: the prefix limit counts bytes, not characters.
+SELECT throws_ok($$SELECT inbox.set_id_source('g_seq', 'sequence', repeat('é', 101) || '{n}')$$, '22023',
+                 NULL, 'a prefix of 202 bytes (101 characters) is refused');
 SELECT throws_ok($$SELECT inbox.set_id_source('g_seq', 'listed', 'evt_{n}')$$, '22023',
                  'a listed id source takes no pattern', 'listed source with a pattern');
 SELECT throws_ok($$SELECT inbox.set_id_source('g_seq', 'sequence', 'evt_{n}', -1)$$, '22023',
@@ -45,6 +50,8 @@ SELECT throws_ok($$SELECT inbox.set_id_source('g_seq', 'sequence', 'evt_{n}', -1
 SELECT throws_ok($$SELECT inbox.set_id_source('g_seq', 'sequence', 'evt_{n}', 1, '-1 hour')$$, '22023',
                  'grace must not be null or negative', 'negative grace');
 SELECT is((SELECT count(*) FROM inbox.gap_sources)::int, 0, 'no source was stored by refused calls');
+SELECT lives_ok($$SELECT inbox.set_id_source('g_seq', 'sequence', repeat('é', 100) || '{n}')$$,
+                'a prefix of 200 bytes is accepted');
 
 SELECT lives_ok($$SELECT inbox.set_id_source('g_seq', 'sequence', 'evt_{n}', 1, '1 hour')$$, 'sequence source');
 SELECT lives_ok($$SELECT inbox.set_id_source('g_pad', 'sequence', 'o-{n:6}', 0)$$, 'padded sequence source');

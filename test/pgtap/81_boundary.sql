@@ -1,15 +1,20 @@
 -- The C++ boundary: a Postgres error raised under C++ frames, and a C++
 -- exception, both become clean SQL errors; the backend survives and the C++
--- destructors ran.
+-- destructors ran. A C++ exception thrown inside pg_call (under PG_TRY)
+-- leaves Postgres' error stack intact, so the next error is clean too.
+-- The entry points live in the test-only module pg_inbox_selftest
+-- (test/selftest/), which scripts/test.sh installs.
 BEGIN;
-SELECT plan(7);
+SELECT plan(10);
 
 CREATE FUNCTION pg_temp.spi_error() RETURNS void
-  AS 'pg_inbox', 'inbox_selftest_spi_error' LANGUAGE C;
+  AS 'pg_inbox_selftest', 'inbox_selftest_spi_error' LANGUAGE C;
 CREATE FUNCTION pg_temp.cpp_exception() RETURNS void
-  AS 'pg_inbox', 'inbox_selftest_cpp_exception' LANGUAGE C;
+  AS 'pg_inbox_selftest', 'inbox_selftest_cpp_exception' LANGUAGE C;
 CREATE FUNCTION pg_temp.unwound_guards() RETURNS int
-  AS 'pg_inbox', 'inbox_selftest_unwound_guards' LANGUAGE C;
+  AS 'pg_inbox_selftest', 'inbox_selftest_unwound_guards' LANGUAGE C;
+CREATE FUNCTION pg_temp.throw_in_pg_call() RETURNS void
+  AS 'pg_inbox_selftest', 'inbox_selftest_throw_in_pg_call' LANGUAGE C;
 CREATE TEMP TABLE backend AS SELECT pg_backend_pid() AS pid, pg_temp.unwound_guards() AS guards;
 
 SELECT throws_ok('SELECT pg_temp.spi_error()', '22012', 'division by zero',
@@ -20,6 +25,12 @@ SELECT throws_ok('SELECT pg_temp.cpp_exception()', 'XX000', 'selftest: exception
   'a C++ exception becomes an internal_error');
 SELECT is(pg_temp.unwound_guards(), (SELECT guards + 2 FROM backend), 'and its scope unwound too');
 SELECT is(pg_backend_pid(), (SELECT pid FROM backend), 'the same backend is still serving');
+
+SELECT throws_ok('SELECT pg_temp.throw_in_pg_call()', 'XX000', 'selftest: exception under PG_TRY',
+  'a C++ exception thrown inside pg_call becomes an internal_error');
+SELECT throws_ok('SELECT pg_temp.spi_error()', '22012', 'division by zero',
+  'the next Postgres error after it is raised cleanly (the error stack was restored)');
+SELECT is(pg_backend_pid(), (SELECT pid FROM backend), 'and the backend survived both');
 
 -- Caught by PL/pgSQL: the subtransaction cleans up SPI and work goes on.
 DO $$
