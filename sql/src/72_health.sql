@@ -86,19 +86,16 @@ RETURNS jsonb LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog,
 $$;
 COMMENT ON FUNCTION inbox.health_summary() IS 'inbox.health and the firing checks as one JSON document';
 
--- inbox_monitor reads the verdict and nothing else; the receiver may report
--- its counters.
+-- inbox_monitor reads the verdict and nothing else; the receiver (its role
+-- is created in 00_schema.sql) may report its counters.
 DO $$
 BEGIN
     IF NOT EXISTS (SELECT 1 FROM pg_catalog.pg_roles WHERE rolname = 'inbox_monitor') THEN
         CREATE ROLE inbox_monitor NOLOGIN;
     END IF;
-    IF NOT EXISTS (SELECT 1 FROM pg_catalog.pg_roles WHERE rolname = 'inbox_receiver') THEN
-        CREATE ROLE inbox_receiver NOLOGIN;
-    END IF;
 END
 $$;
-GRANT USAGE ON SCHEMA inbox TO inbox_monitor, inbox_receiver;
+GRANT USAGE ON SCHEMA inbox TO inbox_monitor;
 GRANT SELECT ON inbox.health TO inbox_monitor;
 GRANT EXECUTE ON FUNCTION inbox.health_summary() TO inbox_monitor;
 GRANT EXECUTE ON FUNCTION inbox.report_receiver_stats(jsonb) TO inbox_receiver;
