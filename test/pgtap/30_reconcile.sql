@@ -2,7 +2,7 @@
 -- functions reopening done events with history kept, dead counts, runs.
 -- Time does not pass inside one transaction, so the test moves timestamps.
 BEGIN;
-SELECT plan(54);
+SELECT plan(56);
 
 SELECT has_function('inbox', 'reconcile', ARRAY['text'], 'inbox.reconcile(text) exists');
 SELECT function_returns('inbox', 'reconcile', ARRAY['text'], 'jsonb', 'reconcile returns jsonb');
@@ -183,8 +183,13 @@ SELECT is((SELECT (j ->> 'dead_reused')::boolean || '/' || (j ->> 'dead') FROM p
 UPDATE inbox.reconcile_runs SET counts = jsonb_set(counts, '{dead_counted_at}', to_jsonb(now() - interval '6 minutes'));
 INSERT INTO pass SELECT 10, inbox.reconcile('schedule');
 SELECT is((SELECT (j ->> 'dead_reused')::boolean FROM pass WHERE n = 10), false, 'but counts again once it is old');
+INSERT INTO pass SELECT 15, inbox.reconcile('anomaly:dead_ratio');
+SELECT is((SELECT (j ->> 'dead_reused')::boolean FROM pass WHERE n = 15), true,
+          'a pass triggered by a firing check reuses the recent dead count too');
+INSERT INTO pass SELECT 16, inbox.reconcile('manual');
+SELECT is((SELECT (j ->> 'dead_reused')::boolean FROM pass WHERE n = 16), false, 'a manual pass counts afresh');
 
-SELECT is((SELECT count(*) FROM inbox.reconcile_runs WHERE NOT skipped AND finished_at IS NOT NULL)::int, 14,
+SELECT is((SELECT count(*) FROM inbox.reconcile_runs WHERE NOT skipped AND finished_at IS NOT NULL)::int, 16,
           'every pass is recorded');
 
 SELECT * FROM finish();
