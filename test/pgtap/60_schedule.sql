@@ -3,7 +3,7 @@
 BEGIN;
 SELECT plan(29);
 
-SELECT has_function('inbox', 'schedule', ARRAY['interval', 'interval'], 'inbox.schedule exists');
+SELECT has_function('inbox', 'schedule', ARRAY['interval', 'interval', 'interval', 'interval'], 'inbox.schedule exists');
 SELECT has_function('inbox', 'unschedule', ARRAY[]::text[], 'inbox.unschedule exists');
 SELECT has_function('inbox', 'run_job', ARRAY['text', 'interval'], 'inbox.run_job exists');
 
@@ -20,13 +20,14 @@ SELECT throws_ok($$SELECT inbox.schedule(NULL)$$, '22004', NULL, 'schedule: NULL
 SELECT throws_ok($$SELECT inbox.schedule('often')$$, '22007', NULL, 'schedule: not an interval');
 
 -- Installing twice leaves one job per name, with the latest schedule.
-SELECT is(jsonb_array_length(inbox.schedule()), 2, 'schedule installs two jobs');
+SELECT is(jsonb_array_length(inbox.schedule()), 4, 'schedule installs four jobs');
 SELECT lives_ok($$SELECT inbox.schedule('2 minutes', '10 minutes')$$, 'and runs again');
 SELECT is(ARRAY(SELECT jobname || ' ' || schedule FROM cron.job WHERE jobname LIKE 'pg\_inbox:%' ORDER BY 1),
-          ARRAY['pg_inbox:reconcile */2 * * * *', 'pg_inbox:scan_gaps */10 * * * *'], 'one job each, latest schedule');
+          ARRAY['pg_inbox:checks * * * * *', 'pg_inbox:reconcile */2 * * * *', 'pg_inbox:refresh * * * * *',
+                'pg_inbox:scan_gaps */10 * * * *'], 'one job each, latest schedule');
 SELECT is((SELECT command FROM cron.job WHERE jobname = 'pg_inbox:reconcile'),
           'SELECT inbox.run_job(''reconcile'', ''00:02:00'')', 'the job calls run_job with its window');
-SELECT is(inbox.unschedule(), 2, 'unschedule removes both');
+SELECT is(inbox.unschedule(), 4, 'unschedule removes all four');
 SELECT is((SELECT count(*) FROM cron.job WHERE jobname LIKE 'pg\_inbox:%')::int, 0, 'no job left');
 SELECT is(inbox.unschedule(), 0, 'unschedule again removes nothing');
 
