@@ -46,6 +46,7 @@ const char* outcome_name(ListResult::Outcome o) {
     case ListResult::list_error: return "list_error";
     case ListResult::db_error: return "db_error";
     case ListResult::no_listed_source: return "no_listed_source";
+    case ListResult::claimed_elsewhere: return "list_claimed_elsewhere";
   }
   return "?";
 }
@@ -149,7 +150,17 @@ ListResult BackfillLister::run(BackfillQueue& queue, std::int64_t now_unix, cons
 ListResult BackfillLister::list(BackfillQueue& queue, std::int64_t now_unix, const std::function<bool()>& stopped) {
   const auto t0 = std::chrono::steady_clock::now();
   next_ = t0 + std::chrono::seconds(api_.list_interval_s);
-  ListResult r = run(queue, now_unix, stopped);
+  ListResult r;
+  QueueCall claim = queue.claim_list_window(provider_, api_.list_interval_s);
+  if (!claim.ok) {
+    r.outcome = ListResult::db_error;
+    r.error = "inbox.claim_list_window: " + (claim.sqlstate.empty() ? "" : claim.sqlstate + " ") + claim.message;
+  } else if (claim.value != "t") {
+    r.outcome = ListResult::claimed_elsewhere;
+    return r;  // not an event worth a log line: the other replica logs its listing
+  } else {
+    r = run(queue, now_unix, stopped);
+  }
   const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   if (r.outcome == ListResult::no_listed_source) {
     if (warned_no_source_) return r;

@@ -28,7 +28,8 @@ std::string list_page_path(const std::string& path_template, const std::string& 
 
 // What one listing did.
 struct ListResult {
-  enum Outcome { listed, truncated, list_error, db_error, no_listed_source } outcome = listed;
+  // claimed_elsewhere: another replica lists this provider in this window.
+  enum Outcome { listed, truncated, list_error, db_error, no_listed_source, claimed_elsewhere } outcome = listed;
   int pages = 0;
   long long ids = 0;      // ids read from the pages (repeats included)
   long long added = 0;    // new rows in inbox.listed_ids
@@ -45,7 +46,9 @@ class BackfillLister {
   bool due(std::chrono::steady_clock::time_point now) const { return now >= next_; }
 
   // Lists [now_unix - list_window_s, now_unix] and loads the ids; one JSON
-  // log line. Stops between pages when `stopped` says so.
+  // log line. Stops between pages when `stopped` says so. Lists only when
+  // this replica claims the provider's window of list_interval_s in the
+  // database (inbox.claim_list_window): N replicas make one listing, not N.
   ListResult list(BackfillQueue& queue, std::int64_t now_unix, const std::function<bool()>& stopped);
 
  private:

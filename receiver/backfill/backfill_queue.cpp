@@ -16,11 +16,13 @@ const PgStatement kFailed = {"inbox_backfill_failed",
                            "$4::int * interval '1 second', $5::int)"};
 
 const PgStatement kAddListed = {"inbox_add_listed", "SELECT inbox.add_listed($1::text, $2::text[], now())"};
+const PgStatement kClaimListWindow = {"inbox_claim_list_window",
+                                      "SELECT inbox.claim_list_window($1::text, $2::int * interval '1 second')"};
 
 }  // namespace
 
 BackfillQueue::BackfillQueue(DbSettings settings)
-    : settings_(std::move(settings)), session_(settings_, {kClaim, kFetched, kNotFound, kFailed, kAddListed}) {}
+    : settings_(std::move(settings)), session_(settings_, {kClaim, kFetched, kNotFound, kFailed, kAddListed, kClaimListWindow}) {}
 
 bool BackfillQueue::ensure(std::string& error) { return session_.ensure(error); }
 
@@ -78,6 +80,10 @@ QueueCall BackfillQueue::failed(const BackfillClaim& c, const std::string& error
 
 QueueCall BackfillQueue::add_listed(const std::string& provider, const std::vector<std::string>& ids) {
   return call(kAddListed.name, {provider, pg_array_literal(ids, [](const std::string& id) -> const std::string& { return id; })});
+}
+
+QueueCall BackfillQueue::claim_list_window(const std::string& provider, int every_s) {
+  return call(kClaimListWindow.name, {provider, std::to_string(every_s)});
 }
 
 }  // namespace inbox

@@ -49,6 +49,9 @@ class BackfillQueue {
   // most 10000 ids; an empty list only checks the provider has a listed
   // source (SQLSTATE 42704 when it has not).
   QueueCall add_listed(const std::string& provider, const std::vector<std::string>& ids);
+  // inbox.claim_list_window(provider, every): value 't' for the one replica
+  // that may list this provider in the current window, 'f' for the others.
+  QueueCall claim_list_window(const std::string& provider, int every_s);
 
  private:
   QueueCall call(const char* statement, const std::vector<std::string>& params);

@@ -199,7 +199,8 @@ TEST_F(ListTest, TwoPagesWithACursorAreLoaded) {
     EXPECT_EQ(c.params.at("to"), calls[0].params.at("to"));
   }
 
-  // Listing again adds nothing new: ids already listed are skipped.
+  // Listing again (a new window) adds nothing new: ids already listed are skipped.
+  db_->exec("DELETE FROM inbox.job_windows WHERE job = 'list:' || " + p_);
   EXPECT_EQ(round(config("from={from}&to={to}&after={cursor}")).listed, 0);
   EXPECT_EQ(*db_->scalar("SELECT count(*) FROM inbox.listed_ids WHERE provider = " + p_), "3");
 }
@@ -279,6 +280,7 @@ TEST_F(ListTest, BadAnswersAndPageLimitStopTheListing) {
     std::string b = body;
     api_.on_list([b](const StandInApi::ListCall&) -> StandInApi::Answer { return {200, b, "", 0}; });
     size_t calls = api_.list_calls().size();
+    db_->exec("DELETE FROM inbox.job_windows WHERE job = 'list:' || " + p_);  // a new window each time
     EXPECT_EQ(round(c).list_errors, 1) << body;
     EXPECT_LE(api_.list_calls().size() - calls, 2u) << body;
   }
@@ -367,7 +369,10 @@ TEST_F(ListTest, EndToEndListedIdsEndExactlyOnce) {
   EXPECT_EQ(out.find("list-token-for-tests"), std::string::npos);
   EXPECT_EQ(out.find("\"object\""), std::string::npos);
 
-  // A listing that fails is one log line, counted; the run still exits 0.
+  // The second run was in the same listing window: it did not list again.
+  EXPECT_EQ(out.find("\"msg\":\"backfill list\""), std::string::npos) << out;
+  // A listing that fails (in a new window) is one log line, counted; the run still exits 0.
+  db_->exec("DELETE FROM inbox.job_windows WHERE job = 'list:' || " + p_);
   api_.on_list([](const StandInApi::ListCall&) -> StandInApi::Answer { return {503, "{\"secret\":\"body\"}", "", 0}; });
   out = run_command(once, &code);
   EXPECT_EQ(code, 0) << out;
@@ -390,6 +395,33 @@ TEST_F(ListTest, EndToEndListedIdsEndExactlyOnce) {
   EXPECT_EQ(*db_->scalar("SELECT count(*) FROM inbox.find_gaps(" + p_ + ", now() - interval '1 hour', now() + "
                          "interval '1 minute')"),
             "0");
+}
+
+// Replicas: every worker lists on its own timer, but only the one that
+// claims the provider's window in the database calls the list API.
+TEST_F(ListTest, OnlyOneReplicaListsPerWindow) {
+  two_pages();
+  Config c = config("from={from}&to={to}&after={cursor}");
+  std::vector<std::unique_ptr<BackfillWorker>> replicas;
+  for (int i = 0; i < 3; ++i) replicas.push_back(std::make_unique<BackfillWorker>(c));
+  BackfillStats total;
+  for (auto& w : replicas) {
+    BackfillStats stats;
+    std::string error;
+    EXPECT_TRUE(w->round(stats, error)) << error;
+    total.listed += stats.listed;
+  }
+  EXPECT_EQ(total.listed, 3);
+  EXPECT_EQ(api_.list_calls().size(), 2u) << "one listing of two pages, not three";
+  // The next window is listed again, by one of them.
+  db_->exec("DELETE FROM inbox.job_windows WHERE job = 'list:' || " + p_);
+  for (int i = 0; i < 3; ++i) {
+    BackfillWorker fresh(c);  // due at once (a worker lists on its first round)
+    BackfillStats stats;
+    std::string error;
+    EXPECT_TRUE(fresh.round(stats, error)) << error;
+  }
+  EXPECT_EQ(api_.list_calls().size(), 4u);
 }
 
 }  // namespace
