@@ -659,6 +659,9 @@ DECLARE
     pass jsonb;
     trigger_check text;
 BEGIN
+    IF NOT isfinite(t) THEN
+        RAISE EXCEPTION 'at must be a finite time' USING ERRCODE = 'invalid_parameter_value';
+    END IF;
     IF NOT pg_try_advisory_xact_lock(1885957733, 2) THEN
         RETURN jsonb_build_object('skipped', 'busy');
     END IF;

@@ -2,7 +2,7 @@
 -- read, counted once however often the refresh runs, and the watermark that
 -- keeps a refresh's cost to the window and the open set.
 BEGIN;
-SELECT plan(43);
+SELECT plan(54);
 
 SELECT inbox.register_provider('r');
 SELECT inbox.register_provider('hold', on_lease_expiry => 'hold');
@@ -133,6 +133,26 @@ SELECT is((SELECT (requests_2xx, signature_failures, duplicates, reports)::text 
           '(15,2,1,2)', 'reports add up per minute');
 SELECT throws_ok($$SELECT inbox.report_receiver_stats(NULL)$$, '22004', NULL, 'report: NULL');
 SELECT throws_ok($$SELECT inbox.report_receiver_stats('{}')$$, '22023', 'counters must be a JSON array', 'report: not an array');
+SELECT is(inbox.report_receiver_stats('[]'), 0, 'report: an empty array takes nothing');
+SELECT throws_ok($$SELECT inbox.report_receiver_stats((SELECT jsonb_agg(jsonb_build_object('provider', 'r'))
+                                                           FROM generate_series(1, 1001)))$$,
+                 '54000', 'at most 1000 counter objects per report, got 1001', 'report: oversized');
+SELECT throws_ok($$SELECT inbox.report_receiver_stats('[{"provider": "r", "requests_3xx": 1}]')$$, '22023',
+                 'unknown counter ''requests_3xx''', 'report: unknown counter');
+SELECT throws_ok($$SELECT inbox.report_receiver_stats('[{"provider": "r", "requests_2xx": -1}]')$$, '22023',
+                 'counter requests_2xx must be a whole number between 0 and 1000000000', 'report: negative');
+SELECT throws_ok($$SELECT inbox.report_receiver_stats('[{"provider": "r", "requests_2xx": 1.5}]')$$, '22023', NULL,
+                 'report: fraction');
+SELECT throws_ok($$SELECT inbox.report_receiver_stats('[{"provider": "r", "requests_2xx": "7"}]')$$, '22023', NULL,
+                 'report: a string');
+SELECT throws_ok($$SELECT inbox.report_receiver_stats('[{"requests_2xx": 1}]')$$, '22023', 'invalid provider name NULL',
+                 'report: no provider');
+SELECT throws_ok($$SELECT inbox.report_receiver_stats('[{"provider": "Bad Name"}]')$$, '22023', NULL, 'report: bad provider name');
+SELECT throws_ok($$SELECT inbox.report_receiver_stats('[{"provider": "r", "minute": "2001-01-01T00:00:00Z"}]')$$, '22023',
+                 NULL, 'report: a minute long past');
+SELECT throws_ok($$SELECT inbox.report_receiver_stats('[1]')$$, '22023', 'each counter report must be a JSON object',
+                 'report: not an object');
+SELECT throws_ok($$SELECT inbox.run_checks('infinity')$$, '22023', 'at must be a finite time', 'run_checks: infinity');
 
 SELECT * FROM finish();
 ROLLBACK;
