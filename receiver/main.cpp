@@ -12,6 +12,8 @@
 #include <string>
 #include <vector>
 
+#include "admin/admin_server.h"
+#include "alerts/alert_sender.h"
 #include "backfill/backfill.h"
 #include "common/config.h"
 #include "intake/http_server.h"
@@ -81,6 +83,24 @@ int cmd_serve(const Args& args) {
   // Optional: the backfill worker as a thread, stopped before the receiver.
   std::unique_ptr<inbox::BackfillThread> backfill;
   if (config.backfill.enabled) backfill = std::make_unique<inbox::BackfillThread>(config, &receiver.metrics());
+  // Optional: the alert sender as a thread (with the 5xx rate of this
+  // process's answers), and the admin listener.
+  std::unique_ptr<inbox::AlertSender> alerts;
+  if (config.alerts.enabled) {
+    inbox::Metrics* metrics = &receiver.metrics();
+    alerts = std::make_unique<inbox::AlertSender>(config, [metrics] { return metrics->answer_counts(); });
+    alerts->start();
+  }
+  std::unique_ptr<inbox::AdminServer> admin;
+  if (!config.admin.listen.empty()) {
+    inbox::Metrics* metrics = &receiver.metrics();
+    inbox::AlertSender* sender = alerts.get();
+    admin = std::make_unique<inbox::AdminServer>(
+        config, inbox::AdminSources{[metrics, sender] {
+          return metrics->render() + (sender ? sender->render_metrics() : std::string());
+        }});
+    admin->start();
+  }
   inbox::log_line("info", "listening",
                   {{"listen", config.listen}, inbox::num("port", static_cast<long long>(port)),
                    {"batching", config.batching ? "on" : "off"},
@@ -88,6 +108,8 @@ int cmd_serve(const Args& args) {
   int sig = 0;
   sigwait(&stop_signals, &sig);
   inbox::log_line("info", "stopping", {{"signal", strsignal(sig)}});
+  admin.reset();
+  alerts.reset();
   backfill.reset();
   receiver.stop();
   inbox::log_line("info", "stopped");
@@ -220,6 +242,35 @@ int cmd_backfill(const Args& args) {
   return 0;
 }
 
+// The alert sender as a process of its own (any number of replicas), with
+// the admin listener when admin_listen is set. --once: one round and exit.
+int cmd_alerts(const Args& args) {
+  Flags f = parse_flags(args, {"config"}, {"once"});
+  inbox::Config config = config_from(f);
+  if (config.alert_targets.empty()) throw inbox::ConfigError("no [[alert_target]] configured");
+  if (f.has("once")) {
+    inbox::AlertSender sender(config);
+    return sender.poll_once() ? 0 : 1;  // the targets' destructors wait for nothing: log targets only
+  }
+  sigset_t stop_signals;
+  sigemptyset(&stop_signals);
+  sigaddset(&stop_signals, SIGTERM);
+  sigaddset(&stop_signals, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
+  inbox::AlertSender sender(config);
+  std::unique_ptr<inbox::AdminServer> admin;
+  if (!config.admin.listen.empty()) {
+    admin = std::make_unique<inbox::AdminServer>(config, inbox::AdminSources{[&sender] { return sender.render_metrics(); }});
+    admin->start();
+  }
+  sender.start();
+  int sig = 0;
+  sigwait(&stop_signals, &sig);
+  inbox::log_line("info", "stopping", {{"signal", strsignal(sig)}});
+  admin.reset();
+  return 0;
+}
+
 struct Command {
   const char* name;
   const char* usage;
@@ -244,6 +295,12 @@ const Command kCommands[] = {
      "Prints a delivery signed as the provider would sign it (a curl command, headers, or TSV\n"
      "for load tests), aimed at the configured `listen` unless --url says otherwise.",
      cmd_sign},
+    {"alerts", "alerts --config FILE [--once]",
+     "The alert sender: delivers the alerts the checks wrote (inbox.alerts) to every [[alert_target]],\n"
+     "once per key and window across replicas (inbox.claim_alert), failing open when the database\n"
+     "does not answer in time; serves admin_listen when set.\n"
+     "  --once  one round and exit; otherwise poll until SIGTERM.",
+     cmd_alerts},
     {"backfill", "backfill --config FILE [--once]",
      "The backfill worker: fetches events the database asked for from the provider's API.\n"
      "  --once  one round (list, drain what is due) and exit; otherwise poll until SIGTERM.",

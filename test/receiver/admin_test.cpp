@@ -1,0 +1,85 @@
+// The admin listener of `serve`: /status, /status.json, /metrics, /healthz,
+// /readyz on admin_listen, none of it behind the public port's routes; the
+// bearer token; the status read as a login with inbox_monitor rights only.
+#include <fstream>
+#include <mutex>
+
+#include <thread>
+
+#include "common/json_util.h"
+#include "test_support.h"
+
+namespace inbox::test {
+namespace {
+
+std::string monitor_url() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    Db db;
+    db.exec("DO $$ BEGIN CREATE ROLE inbox_monitor_test LOGIN PASSWORD 'inbox_monitor_test' "
+            "IN ROLE inbox_monitor; EXCEPTION WHEN duplicate_object THEN NULL; END $$");
+    db.exec("ALTER ROLE inbox_monitor_test SET track_functions = 'all'");  // to count the reads below
+  });
+  return login_database_url("inbox_monitor_test", "inbox_monitor_test");
+}
+
+HttpResult get_with(int port, const std::string& path, const std::string& token) {
+  httplib::Client c("127.0.0.1", port);
+  httplib::Headers h;
+  if (!token.empty()) h.emplace("Authorization", "Bearer " + token);
+  auto r = c.Get(path.c_str(), h);
+  HttpResult out;
+  if (r) out.status = r->status, out.body = r->body;
+  return out;
+}
+
+TEST(Admin, StatusMetricsAndHealthOnTheAdminListenerOnly) {
+  REQUIRE_DATABASE();
+  int port = unused_loopback_port(), admin = unused_loopback_port();
+  std::string path = "/tmp/inbox-admin-" + run_id() + ".toml";
+  {
+    std::ofstream f(path);
+    f << "listen = \"127.0.0.1:" << port << "\"\nadmin_listen = \"127.0.0.1:" << admin << "\"\n"
+      << "database_url = " << toml_string(receiver_database_url()) << "\n"
+      << "[admin]\ntoken = \"s3cret\"\ncache_ms = 10000\ndatabase_url = " << toml_string(monitor_url()) << "\n"
+      << "[[provider]]\nname = \"t_github\"\nscheme = \"github\"\nsecrets = [\"s\"]\n";
+  }
+  pid_t pid = spawn_serve(path, "/tmp/inbox-admin-" + run_id() + ".log", port);
+  ASSERT_GT(pid, 0);
+  EXPECT_EQ(get(admin, "/healthz").status, 200) << "health needs no token";
+  EXPECT_EQ(get(admin, "/readyz").status, 200);
+  EXPECT_EQ(get(admin, "/status").status, 401);
+  EXPECT_EQ(get_with(admin, "/status", "wrong").status, 401);
+  HttpResult page = get_with(admin, "/status", "s3cret");
+  EXPECT_EQ(page.status, 200);
+  EXPECT_NE(page.body.find("<title>pg_inbox status</title>"), std::string::npos);
+  EXPECT_NE(page.body.find("data-provider=\"t_github\""), std::string::npos) << page.body;
+  EXPECT_EQ(page.body.find("<script"), std::string::npos) << "no scripts";
+  EXPECT_EQ(page.body.find("src=\"http"), std::string::npos) << "no external assets";
+  EXPECT_NE(page.body.find("http-equiv=\"refresh\""), std::string::npos) << "refreshes itself";
+  HttpResult json = get_with(admin, "/status.json", "s3cret");
+  EXPECT_EQ(json.status, 200);
+  EXPECT_TRUE(is_valid_json(json.body));
+  EXPECT_NE(json.body.find("\"series\""), std::string::npos);
+  HttpResult metrics = get_with(admin, "/metrics", "s3cret");
+  EXPECT_NE(metrics.body.find("inbox_provider_verdict{provider=\"t_github\""), std::string::npos) << metrics.body;
+  EXPECT_NE(metrics.body.find("inbox_firing_checks{severity=\"P1\"}"), std::string::npos);
+  EXPECT_NE(metrics.body.find("inbox_receiver_requests_total"), std::string::npos) << "and the process's own";
+  // Cached: a burst of scrapes reads the database once.
+  Db db;
+  std::this_thread::sleep_for(std::chrono::milliseconds(1500));  // statistics are flushed at most every second
+  std::string before = *db.scalar("SELECT coalesce(sum(calls), 0) FROM pg_stat_user_functions "
+                                   "WHERE funcname = 'status_report'");
+  EXPECT_GE(std::stol(before), 1) << "the reads so far are counted";
+  for (int i = 0; i < 20; ++i) get_with(admin, "/metrics", "s3cret");
+  std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+  std::string after = *db.scalar("SELECT coalesce(sum(calls), 0) FROM pg_stat_user_functions "
+                                 "WHERE funcname = 'status_report'");
+  EXPECT_LE(std::stol(after) - std::stol(before), 1) << "20 scrapes within cache_ms: at most one read";
+  // Nothing of it on the public port.
+  EXPECT_EQ(get(port, "/status").status, 404);
+  terminate_and_wait(pid);
+}
+
+}  // namespace
+}  // namespace inbox::test
