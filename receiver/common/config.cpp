@@ -359,6 +359,13 @@ void read_alerts_and_admin(const toml::table& root, Config& c, EnvPolicy env) {
     x.own_severity = get_string(*a, "own_severity", w, x.own_severity);
     if (severity_index(x.own_severity) < 0) throw ConfigError(w + ": \"own_severity\" must be P0, P1, P2 or P3");
     x.status_url = get_string(*a, "status_url", w);
+    // A row still in the lookback whose claim expired would be sent again by
+    // a replica that starts then: the lookback must end before any window.
+    for (int sev = 1; sev <= 3; ++sev)
+      if (x.lookback_s >= x.window_s[sev])
+        throw ConfigError(w + ": \"lookback_s\" (" + std::to_string(x.lookback_s) + ") must be shorter than \"window_p" +
+                          std::to_string(sev) + "_s\" (" + std::to_string(x.window_s[sev]) +
+                          "), or a replica started later resends alerts whose window ended");
   }
   if (const toml::node* n = root.get("alert_target")) {
     const toml::array* arr = n->as_array();

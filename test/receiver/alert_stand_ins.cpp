@@ -8,6 +8,8 @@
 
 #include <chrono>
 
+#include "test_support.h"
+
 namespace inbox::test {
 
 StandInTarget::StandInTarget() {
@@ -119,10 +121,16 @@ void DelayProxy::pump(int from, int to, bool delayed) {
   for (;;) {
     ssize_t n = ::recv(from, buf, sizeof buf, 0);
     if (n <= 0) break;
+    if (!delayed) ++client_chunks_;
     if (delayed && delay_ms_ > 0) std::this_thread::sleep_for(std::chrono::milliseconds(delay_ms_.load()));
     if (::send(to, buf, static_cast<size_t>(n), MSG_NOSIGNAL) != n) break;
   }
   ::shutdown(to, SHUT_WR);
+}
+
+int database_port() {
+  Db db;
+  return std::stoi(*db.scalar("SELECT current_setting('port')"));
 }
 
 }  // namespace inbox::test

@@ -50,6 +50,8 @@ class DelayProxy {
   int port() const { return listen_port_; }
   // Every chunk from the server is held this long before it is passed on.
   void set_delay_ms(int ms) { delay_ms_ = ms; }
+  // Chunks the clients sent (about one per query): to count database reads.
+  long client_chunks() const { return client_chunks_; }
 
  private:
   void accept_loop();
@@ -60,11 +62,15 @@ class DelayProxy {
   int listen_fd_ = -1;
   int listen_port_ = 0;
   std::atomic<int> delay_ms_{0};
+  std::atomic<long> client_chunks_{0};
   std::atomic<bool> stopping_{false};
   std::thread acceptor_;
   std::mutex mu_;
   std::vector<std::thread> pumps_;
   std::vector<int> fds_;
 };
+
+// The port the test database listens on.
+int database_port();
 
 }  // namespace inbox::test
