@@ -88,13 +88,15 @@ installcheck: installcheck-pgtap
 installcheck-pgtap:
 	bash scripts/installcheck.sh
 
-.PHONY: run test bench
+.PHONY: run test bench fuzz
 run:
 	bash scripts/run.sh
 test:
 	bash scripts/test.sh
 bench:
 	bash scripts/bench.sh
+fuzz:  # the receiver's parsers under libFuzzer, FUZZ_SECONDS in all (default 300)
+	bash scripts/fuzz.sh $(FUZZ_SECONDS)
 
 .PHONY: stop
 stop:  # ends what `make run` started from this checkout (foreground or detached)

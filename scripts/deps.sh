@@ -11,7 +11,7 @@ packages=(
   postgresql-15 postgresql-server-dev-15 postgresql-15-cron
   postgresql-15-pgtap libtap-parser-sourcehandler-pgtap-perl
   libpq-dev libssl-dev libcpp-httplib-dev libtomlplusplus-dev libsimdjson-dev libboost1.81-dev
-  googletest libgtest-dev wrk
+  googletest libgtest-dev wrk clang libclang-rt-14-dev
   chromium python3-jsonschema python3-yaml
 )
 

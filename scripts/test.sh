@@ -39,6 +39,9 @@ if [ -f build/CTestTestfile.cmake ]; then
   ctest --test-dir build --output-on-failure || failed+=(receiver)
 fi
 
+echo "== fuzz (receiver parsers, ${INBOX_FUZZ_SECONDS:-20} s in all; make fuzz runs longer)"
+bash scripts/fuzz.sh "${INBOX_FUZZ_SECONDS:-20}" || failed+=(fuzz)
+
 if [ ${#failed[@]} -gt 0 ]; then
   echo "FAILED suites: ${failed[*]}" >&2
   exit 1

@@ -1,27 +1,41 @@
 #!/usr/bin/env bash
-# Receiver benchmark: wrk against build/inbox-receiver with pre-signed unique
-# events, batching on (group commit) and off (one transaction per request),
-# at 1, 8 and 32 connections, then a 100% duplicate storm. Every 200 is an
-# event committed in Postgres (the receiver answers after commit).
+# Receiver benchmark (issue 10), everything side by side in one run:
+#   - the receiver as built now (Boost.Beast listener),
+#   - the receiver before the listener change (cpp-httplib 0.11.4's server),
+#     built from git into build-bench-old/ (kept between runs),
+#   - Postgres' own one-row-per-commit upsert (pgbench, same row shape),
+# at 32 connections (clients), durable events/s and p99; then the receivers'
+# peak RSS under 64 connections. Every 200 is a committed row (the receiver
+# answers after commit; fsync and synchronous_commit on).
 #
+#   make bench BENCH=receiver
 #   INBOX_BENCH_DATABASE_URL=postgresql://postgres@127.0.0.1:PORT/db bench/receiver/run.sh
 #
-# Needs: the pg_inbox extension in that database, wrk, build/inbox-receiver.
-# Knobs: BENCH_SECONDS (10), BENCH_CONNECTIONS ("1 8 32"), and the database
-# pool per mode, each at the size that served it best in trial runs here:
-# BENCH_POOL_ON (2: group commit wants few, big transactions) and
-# BENCH_POOL_OFF (8: one transaction per request wants more connections).
+# Knobs: BENCH_SECONDS (10), BENCH_ROUNDS (2), BENCH_OLD_REF (default: the
+# last commit with receiver/http_server.cpp at the top level, i.e. before the
+# wings and the Beast listener).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 root=$PWD
 : "${INBOX_BENCH_DATABASE_URL:?set INBOX_BENCH_DATABASE_URL to a superuser URL of a database with pg_inbox}"
 seconds=${BENCH_SECONDS:-10}
-connections=${BENCH_CONNECTIONS:-"1 8 32"}
-pool_on=${BENCH_POOL_ON:-2}
-pool_off=${BENCH_POOL_OFF:-8}
-bin=$root/build/inbox-receiver
-[ -x "$bin" ] || { echo "build/inbox-receiver missing: cmake -S . -B build && cmake --build build" >&2; exit 1; }
+rounds=${BENCH_ROUNDS:-2}
+new_bin=$root/build/inbox-receiver
+[ -x "$new_bin" ] || { echo "build/inbox-receiver missing: make receiver" >&2; exit 1; }
 command -v wrk >/dev/null || { echo "wrk missing (apt-get install wrk)" >&2; exit 1; }
+command -v pgbench >/dev/null || PATH=$PATH:$(pg_config --bindir)
+
+# The old receiver, built once per commit.
+old_ref=${BENCH_OLD_REF:-$(git rev-parse "$(git rev-list -1 HEAD -- receiver/http_server.cpp)^")}
+old_dir=$root/build-bench-old/$(git rev-parse --short "$old_ref")
+old_bin=$old_dir/build/inbox-receiver
+if [ ! -x "$old_bin" ]; then
+  echo "building the receiver at $(git rev-parse --short "$old_ref") (cpp-httplib listener) into $old_dir (1-3 min)"
+  rm -rf "$old_dir" && mkdir -p "$old_dir"
+  git archive "$old_ref" CMakeLists.txt receiver | tar -x -C "$old_dir"
+  cmake -S "$old_dir" -B "$old_dir/build" -DCMAKE_BUILD_TYPE=Release -DINBOX_RECEIVER_TESTS=OFF >/dev/null
+  cmake --build "$old_dir/build" -j2 --target inbox-receiver >/dev/null
+fi
 
 work=$(mktemp -d /tmp/inbox-bench-receiver.XXXXXX)
 receiver_pid=
@@ -38,24 +52,27 @@ sql "SELECT inbox.register_provider('bench')" >/dev/null
 # The receiver connects as the least-privileged role, like in production.
 receiver_url=$(psql -X -At -d "$INBOX_BENCH_DATABASE_URL" -c "SELECT
   format('host=%s port=%s dbname=%s user=inbox_bench_receiver',
-         coalesce(inet_server_addr()::text, '127.0.0.1'), inet_server_port(), current_database())")
-receiver_url=${receiver_url%/*}   # inet text of an address has no mask, but be safe
+         coalesce(host(inet_server_addr()), '127.0.0.1'), inet_server_port(), current_database())")
 run_id=$(date +%s)
 
 port_free() { ! (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
 port=18080
 while ! port_free $port; do port=$((port + 1)); done
 
-start_receiver() {  # $1 = true|false (batching)
+# $1 = new|old. Same settings; the old one's threads are its own default (64:
+# a thread per keep-alive connection), the new one's are I/O threads.
+start_receiver() {
+  local bin=$new_bin threads=0
+  [ "$1" = old ] && bin=$old_bin threads=64
   cat >"$work/receiver.toml" <<TOML
 listen = "127.0.0.1:$port"
 database_url = "$receiver_url"
 [http]
-threads = 0
+threads = $threads
 [database]
-pool_size = $([ "$1" = true ] && echo "$pool_on" || echo "$pool_off")
+pool_size = 2
 [batching]
-enabled = $1
+enabled = true
 max_events = 64
 max_wait_us = 200
 [[provider]]
@@ -71,81 +88,93 @@ TOML
   done
   echo "receiver did not become ready:" >&2; cat "$work/receiver.log" >&2; exit 1
 }
+stop_receiver() { kill -TERM "$receiver_pid"; wait "$receiver_pid" || true; receiver_pid=; }
+peak_rss_mb() { awk '/VmHWM/ { printf "%.1f", $2 / 1024 }' "/proc/$receiver_pid/status"; }
 
-stop_receiver() {
-  kill -TERM "$receiver_pid"; wait "$receiver_pid" || true; receiver_pid=
-}
-
-# Enough distinct events for the run at ~30k/s, at least 50k.
 events_for() {  # $1 = label, $2 = count
-  "$bin" sign --config "$work/receiver.toml" --provider bench --id "b$run_id-$1" \
+  "$new_bin" sign --config "$work/receiver.toml" --provider bench --id "b$run_id-$1" \
     --format tsv --count "$2" >"$work/events.tsv"
 }
 
-# wrk; prints "rps p50_ms p99_ms non2xx replays answered_2xx".
+# wrk; prints "rps p50_ms p99_ms non2xx answered_2xx".
 run_wrk() {  # $1 = connections, $2 = seconds
-  local c=$1 t=2
-  [ "$c" -lt 2 ] && t=1
-  wrk -t"$t" -c"$c" -d"${2}s" --latency -s bench/receiver/events.lua \
-    "http://127.0.0.1:$port" -- "$work/events.tsv" /webhooks/bench "$t" >"$work/wrk.txt" 2>&1
+  wrk -t2 -c"$1" -d"${2}s" --latency -s bench/receiver/events.lua \
+    "http://127.0.0.1:$port" -- "$work/events.tsv" /webhooks/bench 2 >"$work/wrk.txt" 2>&1
   awk '
     function ms(v) { if (v ~ /us$/) return v / 1000; if (v ~ /ms$/) return v + 0; if (v ~ /s$/) return v * 1000; return v }
     /Requests\/sec:/ { rps = $2 }
     /^ +50%/ { p50 = ms($2) }
     /^ +99%/ { p99 = ms($2) }
     /Non-2xx/ { bad = $5 }
-    /^replays:/ { replays = $2 }
     / requests in / { total = $1 }
-    END { printf "%.0f %.2f %.2f %d %d %d\n", rps, p50, p99, bad + 0, replays + 0, total - bad }' "$work/wrk.txt"
+    END { printf "%.0f %.2f %.2f %d %d\n", rps, p50, p99, bad + 0, total - bad }' "$work/wrk.txt"
 }
 
-declare -A rps p50 p99
-acked=0
-echo "receiver benchmark: ${seconds}s per run, pool_size on=$pool_on off=$pool_off, $(nproc) cores, loopback"
-printf "%-10s %5s %12s %9s %9s %8s\n" mode conns "events/s" "p50 ms" "p99 ms" non-2xx
-# Warm-up (not reported): a fresh cluster first pays for new WAL segments and
-# cold caches, which would otherwise land on whichever run comes first.
-start_receiver true
+# pgbench: one INSERT .. ON CONFLICT per transaction into a table shaped like
+# inbox.events' hot columns, with the benchmark's own body as payload.
+sql "CREATE TABLE IF NOT EXISTS bench_upsert (
+       provider text NOT NULL, external_id text NOT NULL, payload jsonb NOT NULL, headers jsonb,
+       status text NOT NULL DEFAULT 'pending', delivery_count int NOT NULL DEFAULT 1,
+       received_at timestamptz NOT NULL DEFAULT now(), PRIMARY KEY (provider, external_id))"
+start_receiver new
+events_for probe 1
+stop_receiver
+body=$(cut -f1 "$work/events.tsv" | head -1 | sed "s/'/''/g")
+cat >"$work/upsert.sql" <<SQL
+\set n random(1, 2000000000)
+INSERT INTO bench_upsert (provider, external_id, payload, headers)
+VALUES ('bench', 'pg-$run_id-' || :client_id || '-' || :n, '$body', '{"content-type": "application/json"}')
+ON CONFLICT (provider, external_id) DO UPDATE
+  SET payload = EXCLUDED.payload, delivery_count = bench_upsert.delivery_count + 1, received_at = now();
+SQL
+run_pgbench() {  # prints "tps p50_ms p99_ms"
+  rm -f "$work"/pgb*
+  pgbench -n -c 32 -j 2 -T "$seconds" -f "$work/upsert.sql" -l --log-prefix="$work/pgb" \
+    "$INBOX_BENCH_DATABASE_URL" >"$work/pgbench.txt" 2>&1
+  local tps
+  tps=$(awk '/^tps = / { printf "%.0f", $3 }' "$work/pgbench.txt")
+  # Per-transaction log: the third column is the latency in microseconds.
+  cat "$work"/pgb* | awk '{ print $3 }' | sort -n | awk -v tps="$tps" \
+    '{ v[NR] = $1 } END { printf "%s %.2f %.2f\n", tps, v[int(NR * 0.5)] / 1000, v[int(NR * 0.99)] / 1000 }'
+}
+
+echo "receiver benchmark: $rounds rounds, ${seconds}s per run, 32 connections, $(nproc) cores, loopback"
+echo "old receiver: $(git rev-parse --short "$old_ref") (cpp-httplib 0.11.4 server); new: $(git rev-parse --short HEAD) (Boost.Beast)"
+printf "%-6s %-30s %10s %8s %8s %8s\n" round what "events/s" "p50 ms" "p99 ms" non-2xx
+# Warm-up (not reported): new WAL segments and cold caches.
+start_receiver new
 events_for warmup 100000
 run_wrk 8 5 >/dev/null
 stop_receiver
-# Off and on side by side at each level, so drift on a shared machine hits both.
-for c in $connections; do
-  for mode in off on; do
-    start_receiver "$([ $mode = on ] && echo true || echo false)"
-    events_for "$mode-$c" $(( seconds * 30000 > 50000 ? seconds * 30000 : 50000 ))
-    read -r r a b bad replays ok < <(run_wrk "$c" "$seconds")
-    acked=$((acked + ok))
-    rps[$mode-$c]=$r; p50[$mode-$c]=$a; p99[$mode-$c]=$b
-    printf "%-10s %5s %12s %9s %9s %8s%s\n" "batch-$mode" "$c" "$r" "$a" "$b" "$bad" \
-      "$([ "$replays" -gt 0 ] && echo "  (events replayed: $replays)")"
+declare -A rps p99
+for r in $(seq "$rounds"); do
+  for who in new old; do
+    start_receiver "$who"
+    events_for "$who-$r" $(( seconds * 40000 > 50000 ? seconds * 40000 : 50000 ))
+    read -r x a b bad _ < <(run_wrk 32 "$seconds")
+    rps[$who-$r]=$x; p99[$who-$r]=$b
+    printf "%-6s %-30s %10s %8s %8s %8s\n" "$r" "receiver $who" "$x" "$a" "$b" "$bad"
     stop_receiver
   done
+  read -r x a b < <(run_pgbench)
+  rps[pg-$r]=$x; p99[pg-$r]=$b
+  printf "%-6s %-30s %10s %8s %8s %8s\n" "$r" "pgbench upsert, 32 clients" "$x" "$a" "$b" "-"
 done
-
-# Duplicate storm (batching on): 20k events delivered once, marked processed,
-# then delivered again and again; every answer is 200 {"status":"duplicate"}.
-c=${connections##* }
-start_receiver true
-events_for dup 20000
-run_wrk "$c" 3 >/dev/null
-sql "UPDATE inbox.events SET status = 'done', processed_at = now()
-     WHERE provider = 'bench' AND external_id LIKE 'b$run_id-dup-%' AND status <> 'done'"
-read -r r a b bad replays ok < <(run_wrk "$c" "$seconds")
-printf "%-10s %5s %12s %9s %9s %8s\n" "duplicates" "$c" "$r" "$a" "$b" "$bad"
-dup=$r
-stop_receiver
-
 echo
-for c in $connections; do
-  awk -v c="$c" -v on="${rps[on-$c]}" -v off="${rps[off-$c]}" \
-    'BEGIN { printf "batching on/off at %2d connections: %.2fx\n", c, on / off }'
+for r in $(seq "$rounds"); do
+  awk -v r="$r" -v n="${rps[new-$r]}" -v o="${rps[old-$r]}" -v p="${rps[pg-$r]}" \
+    'BEGIN { printf "round %s: new / old receiver %.2fx, new receiver / pgbench upsert %.2fx\n", r, n / o, n / p }'
 done
-awk -v d="$dup" -v f="${rps[on-$c]}" -v c="$c" \
-  'BEGIN { printf "duplicate storm / first deliveries at %d connections: %.2fx\n", c, d / f }'
-# Every 200 of the unique-event runs must be a committed row. Rows can exceed
-# the 200s by at most the requests in flight when wrk stopped each run.
-rows=$(sql "SELECT count(*) FROM inbox.events WHERE provider = 'bench' AND external_id LIKE 'b$run_id-%'
-            AND external_id NOT LIKE 'b$run_id-dup-%' AND external_id NOT LIKE 'b$run_id-warmup-%'")
-total_conns=0; for c in $connections; do total_conns=$((total_conns + 2 * c)); done
-echo "unique-event runs: $acked answered 200, $rows rows stored (in flight at the ends: at most $total_conns)"
+
+# Memory under 64 connections: the peak resident set of each receiver.
+echo
+for who in new old; do
+  start_receiver "$who"
+  before=$(awk '/VmRSS/ { printf "%.1f", $2 / 1024 }' "/proc/$receiver_pid/status")
+  events_for "rss-$who" $(( seconds * 40000 > 50000 ? seconds * 40000 : 50000 ))
+  read -r x a b bad _ < <(run_wrk 64 "$seconds")
+  printf "64 connections, receiver %s: %s events/s, p99 %s ms, RSS %s MB idle, %s MB peak\n" \
+    "$who" "$x" "$b" "$before" "$(peak_rss_mb)"
+  stop_receiver
+done
+sql "DROP TABLE bench_upsert"

@@ -219,16 +219,20 @@ class Connection : public std::enable_shared_from_this<Connection> {
   }
 
   void dispatch() {
-    HttpRequest req = meta_;
+    // The handler gets the headers and body; meta_ keeps what the log needs.
+    HttpRequest req;
+    req.method = meta_.method;
+    req.target = meta_.target;
+    req.remote = meta_.remote;
+    req.nul_bytes = meta_.nul_bytes;
+    req.headers = std::move(meta_.headers);
+    meta_.headers.clear();
     req.body = parser_->release().body();
-    meta_.body.clear();
-    meta_.nul_bytes = req.nul_bytes;
     parser_.reset();
     {
       std::lock_guard<std::mutex> lock(l_.mu);
       ++l_.in_flight;
     }
-    body_bytes_ = req.body.size();
     auto self = shared_from_this();
     auto once = std::make_shared<std::atomic<bool>>(false);
     Respond respond = [self, once](HttpResponse res) {
@@ -327,7 +331,6 @@ class Connection : public std::enable_shared_from_this<Connection> {
   bool head_started_ = false;
   bool keep_alive_ = false;
   int served_ = 0;
-  std::size_t body_bytes_ = 0;
   std::size_t lingered_ = 0;
 };
 

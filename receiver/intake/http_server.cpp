@@ -1,5 +1,6 @@
 #include "intake/http_server.h"
 
+#include <boost/asio/dispatch.hpp>
 #include <boost/asio/steady_timer.hpp>
 
 #include <chrono>
@@ -178,11 +179,13 @@ void Receiver::handle_webhook(const std::string& name, HttpRequest& req, Respond
     return res;
   };
   // The deadline is ours: at it, whatever the database does, the sender gets 503.
+  // The timer lives on the connection's executor (a strand): it is only
+  // touched there, never from a flusher thread.
   auto timer = std::make_shared<boost::asio::steady_timer>(executor, group_commit_->deadline());
   GroupCommit::SlotPtr slot = group_commit_->submit_async(
       Event{name, std::move(x.external_id), std::move(x.payload_json), headers_json(req.headers)}, arrival,
-      [respond, finish, timer](EventResult r) {
-        timer->cancel();
+      [respond, finish, timer, executor](EventResult r) {
+        boost::asio::dispatch(executor, [timer] { timer->cancel(); });
         respond(finish(std::move(r)));
       });
   GroupCommit* gc = group_commit_.get();
