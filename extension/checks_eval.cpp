@@ -110,8 +110,8 @@ INBOX_SQL_FUNCTION(inbox_hist_add) {
     throw InboxError(ERRCODE_PROGRAM_LIMIT_EXCEEDED, "a latency histogram has at most 120 buckets");
   Datum sum[checks::kHistBuckets];
   for (int i = 0; i < n; ++i) {
-    int64 x = (i < a.count && !a.nulls[i] ? DatumGetInt32(a.values[i]) : 0) +
-              (i < b.count && !b.nulls[i] ? DatumGetInt32(b.values[i]) : 0);
+    int64 x = static_cast<int64>(i < a.count && !a.nulls[i] ? DatumGetInt32(a.values[i]) : 0) +
+              static_cast<int64>(i < b.count && !b.nulls[i] ? DatumGetInt32(b.values[i]) : 0);
     if (x > PG_INT32_MAX || x < PG_INT32_MIN)
       throw InboxError(ERRCODE_NUMERIC_VALUE_OUT_OF_RANGE, "histogram bucket out of range");
     sum[i] = Int32GetDatum(static_cast<int32>(x));

@@ -125,7 +125,6 @@ CREATE TABLE inbox.stats_seen (
     status         text NOT NULL,
     attempts       int NOT NULL,
     delivery_count int NOT NULL,
-    received_at    timestamptz NOT NULL,
     payload_md5    text  -- processing events only
 );
 
@@ -320,21 +319,29 @@ BEGIN
     END IF;
 
     -- Every candidate as it is now, beside what it was at the last refresh.
+    -- (Everything later statements need from an event is copied here, read
+    -- once by id: no statement below joins the events table, whatever the
+    -- planner would think of a temp table without statistics.)
     IF to_regclass('pg_temp.inbox_stats_diff') IS NULL THEN
-    CREATE TEMP TABLE inbox_stats_diff (
-        id bigint, provider text, status text, attempts int, delivery_count int,
-        received_at timestamptz, first_received_at timestamptz, processed_at timestamptz,
-        source text, last_error text, payload_md5 text, new_event boolean,
-        s_status text, s_attempts int, s_delivery_count int, s_received_at timestamptz,
-        s_payload_md5 text
-    ) ON COMMIT DELETE ROWS;
+        CREATE TEMP TABLE inbox_stats_diff (
+            id bigint, provider text, external_id text, status text, attempts int, delivery_count int,
+            received_at timestamptz, first_received_at timestamptz, processed_at timestamptz,
+            source text, last_error text, payload_md5 text, new_event boolean,
+            body_md5 text, skew float8,
+            s_status text, s_attempts int, s_delivery_count int, s_payload_md5 text
+        ) ON COMMIT DELETE ROWS;
     END IF;
     TRUNCATE inbox_stats_diff;
     INSERT INTO inbox_stats_diff
-    SELECT e.id, e.provider, e.status, e.attempts, e.delivery_count, e.received_at,
+    SELECT e.id, e.provider, e.external_id, e.status, e.attempts, e.delivery_count, e.received_at,
            e.first_received_at, e.processed_at, e.source, e.last_error,
            CASE WHEN e.status = 'processing' OR s.status = 'processing' THEN md5(e.payload::text) END,
-           s.id IS NULL, s.status, s.attempts, s.delivery_count, s.received_at, s.payload_md5
+           s.id IS NULL,
+           -- new events: the body, for replays (64 bytes or more), and the provider's clock
+           CASE WHEN s.id IS NULL AND octet_length(e.payload::text) >= 64 THEN md5(e.payload::text) END,
+           CASE WHEN s.id IS NULL THEN abs(extract(epoch FROM e.first_received_at)
+                                           - inbox._provider_epoch(e.headers, e.payload)) END,
+           s.status, s.attempts, s.delivery_count, s.payload_md5
       FROM (SELECT c.id FROM inbox.events c WHERE c.id > low
             UNION SELECT x.id FROM inbox.stats_seen x) ids
       CROSS JOIN LATERAL (SELECT * FROM inbox.events ev WHERE ev.id = ids.id) e
@@ -347,9 +354,9 @@ BEGIN
                1 AS arrivals, (d.source = 'backfill')::int AS backfilled,
                0 AS redeliveries, 0 AS claims, 0 AS first_claims, 0 AS processed, 0 AS dead,
                0 AS payload_changed, NULL::bigint AS max_seq,
-               abs(extract(epoch FROM d.first_received_at) - inbox._provider_epoch(ev.headers, ev.payload)) AS skew,
+               d.skew,
                NULL::int AS latency_bucket, NULL::int AS claim_bucket
-          FROM inbox_stats_diff d JOIN inbox.events ev ON ev.id = d.id
+          FROM inbox_stats_diff d
          WHERE d.new_event
         UNION ALL
         SELECT d.provider, date_trunc('minute', d.received_at), 0, 0,
@@ -378,9 +385,8 @@ BEGIN
         UNION ALL
         SELECT d.provider, date_trunc('minute', d.first_received_at), 0, 0, 0, 0, 0, 0, 0, 0,
                substr(d.id_text, length(g.prefix) + 1)::bigint, NULL, NULL, NULL
-          FROM (SELECT x.provider, x.first_received_at, ev.external_id AS id_text
-                  FROM inbox_stats_diff x JOIN inbox.events ev ON ev.id = x.id
-                 WHERE x.new_event) d
+          FROM (SELECT x.provider, x.first_received_at, x.external_id AS id_text
+                  FROM inbox_stats_diff x WHERE x.new_event) d
           JOIN (SELECT s.provider, split_part(s.pattern, '{', 1) AS prefix
                   FROM inbox.gap_sources s WHERE s.kind = 'sequence') g ON g.provider = d.provider
          WHERE left(d.id_text, length(g.prefix)) = g.prefix
@@ -415,9 +421,9 @@ BEGIN
     -- event body carries its own ids and times.
     INSERT INTO inbox.stats_minute AS m (provider, minute, replay_suspects)
     SELECT r.provider, this_minute, sum(r.n - 1)
-      FROM (SELECT d.provider, count(*) AS n FROM inbox_stats_diff d JOIN inbox.events ev ON ev.id = d.id
-             WHERE d.new_event AND octet_length(ev.payload::text) >= 64
-             GROUP BY d.provider, md5(ev.payload::text) HAVING count(*) > 1) r
+      FROM (SELECT d.provider, count(*) AS n FROM inbox_stats_diff d
+             WHERE d.body_md5 IS NOT NULL
+             GROUP BY d.provider, d.body_md5 HAVING count(*) > 1) r
      GROUP BY r.provider
     ON CONFLICT ON CONSTRAINT stats_minute_pkey DO UPDATE SET replay_suspects = m.replay_suspects + EXCLUDED.replay_suspects;
 
@@ -464,9 +470,9 @@ BEGIN
     FOR ref IN SELECT * FROM inbox.references r WHERE r.kind = 'effect' ORDER BY r.id LOOP
         EXECUTE format('INSERT INTO inbox.stats_minute AS m (provider, minute, missing_effects)
                         SELECT $1, date_trunc(''minute'', d.processed_at), count(*)
-                          FROM inbox_stats_diff d JOIN inbox.events ev ON ev.id = d.id
+                          FROM inbox_stats_diff d
                          WHERE d.provider = $1 AND d.status = ''done'' AND d.s_status IS DISTINCT FROM ''done''
-                           AND NOT EXISTS (SELECT 1 FROM %s u WHERE u.%I::text = ev.external_id)
+                           AND NOT EXISTS (SELECT 1 FROM %s u WHERE u.%I::text = d.external_id)
                          GROUP BY 2
                         ON CONFLICT ON CONSTRAINT stats_minute_pkey DO UPDATE
                            SET missing_effects = m.missing_effects + EXCLUDED.missing_effects',
@@ -532,12 +538,13 @@ BEGIN
     new_low := greatest(low, coalesce((SELECT e.id FROM inbox.events e
                                         WHERE e.id > low AND e.first_received_at < now() - interval '2 minutes'
                                         ORDER BY e.id DESC LIMIT 1), low));
-    TRUNCATE inbox.stats_seen;
-    INSERT INTO inbox.stats_seen (id, status, attempts, delivery_count, received_at, payload_md5)
-    SELECT d.id, d.status, d.attempts, d.delivery_count, d.received_at, d.payload_md5
+    -- DELETE, not TRUNCATE: its lock would queue the refresh behind a pg_dump.
+    DELETE FROM inbox.stats_seen;
+    INSERT INTO inbox.stats_seen (id, status, attempts, delivery_count, payload_md5)
+    SELECT d.id, d.status, d.attempts, d.delivery_count, d.payload_md5
       FROM inbox_stats_diff d WHERE d.id > new_low
     UNION
-    SELECT e.id, e.status, e.attempts, e.delivery_count, e.received_at,
+    SELECT e.id, e.status, e.attempts, e.delivery_count,
            CASE WHEN e.status = 'processing' THEN md5(e.payload::text) END
       FROM inbox.events e WHERE e.processed_at IS NULL;
 

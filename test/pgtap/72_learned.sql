@@ -2,7 +2,7 @@
 -- then the three learned checks in both directions, the same-hour-of-week
 -- preference, the 7-day fallback, the sample minimum and the overrides.
 BEGIN;
-SELECT plan(41);
+SELECT plan(46);
 
 -- The band: median +- k * max(1.4826 * MAD, sqrt(median), 1).
 SELECT is(inbox._check_band(ARRAY[10, 10, 10, 10, 10]::float8[], 2, 3), ARRAY[10 - 2 * sqrt(10), 10 + 2 * sqrt(10), 10]::float8[],
@@ -39,6 +39,13 @@ SELECT is(inbox._hist_percentile(ARRAY[0, 0], 0.5), NULL, 'an empty histogram ha
 SELECT throws_ok($$SELECT inbox._hist_percentile(ARRAY[1], 0)$$, '22023', 'q must be in (0, 1]', 'percentile: q 0');
 SELECT throws_ok($$SELECT inbox._hist_percentile(array_fill(1, ARRAY[121]), 0.5)$$, '54000', NULL, 'percentile: 121 buckets');
 SELECT is(inbox._hist_add(ARRAY[1, 2], ARRAY[1, 1, 1]), ARRAY[2, 3, 1], 'histograms add bucket by bucket');
+SELECT is(inbox._hist_add(NULL, ARRAY[1]), ARRAY[1], 'a missing histogram adds nothing');
+SELECT throws_ok($$SELECT inbox._hist_add(array_fill(1, ARRAY[121]), ARRAY[1])$$, '54000', NULL, 'hist_add: 121 buckets');
+SELECT throws_ok($$SELECT inbox._hist_add(ARRAY[2147483647], ARRAY[1])$$, '22003', NULL, 'hist_add: overflow');
+SELECT is((SELECT inbox._hist_sum(h) FROM (VALUES (ARRAY[1, 0]), (ARRAY[0, 2]), (NULL)) v(h)), ARRAY[1, 2],
+          'the sum of a window');
+SELECT throws_ok($$SELECT inbox._check_samples('x', 'payload', now(), 1)$$, '22023', 'no samples for payload',
+                 'samples of a column that is not a learnable metric');
 
 -- Eight days of history: 8..12 arrivals and processed a minute, 20 waiting.
 CREATE FUNCTION pg_temp.history(p text, t timestamptz, days int) RETURNS void LANGUAGE sql AS $$
