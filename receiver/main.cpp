@@ -64,19 +64,24 @@ inbox::Config config_from(const Flags& f, inbox::EnvPolicy env = inbox::EnvPolic
   return c;
 }
 
+// Blocks SIGTERM and SIGINT before any thread starts, so only the caller's
+// sigwait() sees them; every other thread keeps running normally.
+sigset_t block_stop_signals() {
+  sigset_t stop_signals;
+  sigemptyset(&stop_signals);
+  sigaddset(&stop_signals, SIGTERM);
+  sigaddset(&stop_signals, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
+  return stop_signals;
+}
+
 int cmd_serve(const Args& args) {
   Flags f = parse_flags(args, {"config"}, {"no-batching", "quiet"});
   inbox::Config config = config_from(f);
   if (f.has("no-batching")) config.batching = false;
   if (f.has("quiet")) inbox::set_request_logging(false);
 
-  // Block the stop signals before any thread starts, so only sigwait() below
-  // sees them; every other thread keeps running normally.
-  sigset_t stop_signals;
-  sigemptyset(&stop_signals);
-  sigaddset(&stop_signals, SIGTERM);
-  sigaddset(&stop_signals, SIGINT);
-  pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
+  sigset_t stop_signals = block_stop_signals();
 
   inbox::Receiver receiver(config);
   int port = receiver.start();
@@ -227,11 +232,7 @@ int cmd_backfill(const Args& args) {
                      inbox::num("list_errors", stats.list_errors), {"error", error}});
     return ok ? 0 : 1;
   }
-  sigset_t stop_signals;
-  sigemptyset(&stop_signals);
-  sigaddset(&stop_signals, SIGTERM);
-  sigaddset(&stop_signals, SIGINT);
-  pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
+  sigset_t stop_signals = block_stop_signals();
   {
     inbox::BackfillThread worker(config, nullptr);
     int sig = 0;
@@ -252,11 +253,7 @@ int cmd_alerts(const Args& args) {
     inbox::AlertSender sender(config);
     return sender.poll_once() ? 0 : 1;  // the targets' destructors wait for nothing: log targets only
   }
-  sigset_t stop_signals;
-  sigemptyset(&stop_signals);
-  sigaddset(&stop_signals, SIGTERM);
-  sigaddset(&stop_signals, SIGINT);
-  pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
+  sigset_t stop_signals = block_stop_signals();
   inbox::AlertSender sender(config);
   std::unique_ptr<inbox::AdminServer> admin;
   if (!config.admin.listen.empty()) {

@@ -1,6 +1,7 @@
 #include "alerts/alert_sender.h"
 
 #include <cstdlib>
+#include <ctime>
 
 #include "common/log.h"
 
@@ -10,13 +11,16 @@ namespace {
 const PgStatement kRecent = {
     "recent_alerts",
     "SELECT a.id, a.key, a.check_name, a.provider, a.state, a.severity, a.data_loss, "
-    "to_json(a.since) #>> '{}', to_json(a.created_at) #>> '{}', a.value, a.range_lo, a.range_hi, a.summary "
+    "to_json(a.since) #>> '{}', to_json(a.created_at) #>> '{}', a.value, a.range_lo, a.range_hi, a.summary, "
+    "a.created_at < to_timestamp($2::float8) "
     "FROM inbox.recent_alerts(make_interval(secs => $1::float8), 1000) a"};
 
 std::optional<double> optional_number(const PgCall& c, int row, int col) {
   if (c.is_null(row, col)) return std::nullopt;
   return std::strtod(c.value(row, col), nullptr);
 }
+
+std::string unix_now_text() { return std::to_string(static_cast<long long>(std::time(nullptr))); }
 
 DbSettings sender_db(const Config& config) {
   return db_settings_for(config, config.alerts.database_url.empty() ? config.database_url : config.alerts.database_url,
@@ -28,6 +32,7 @@ DbSettings sender_db(const Config& config) {
 AlertSender::AlertSender(const Config& config, AnswerCounts answers)
     : config_(config),
       answers_(std::move(answers)),
+      started_unix_(unix_now_text()),
       reader_(sender_db(config), {kRecent}),
       claims_(sender_db(config), config.alerts.claim_timeout_ms) {
   for (const AlertTargetConfig& t : config_.alert_targets)
@@ -61,7 +66,7 @@ void AlertSender::start() {
 bool AlertSender::poll_once() {
   const auto now = Clock::now();
   const std::string lookback = std::to_string(config_.alerts.lookback_s);
-  PgCall c = reader_.exec_prepared(kRecent.name, {lookback.c_str()});
+  PgCall c = reader_.exec_prepared(kRecent.name, {lookback.c_str(), started_unix_.c_str()});
   check_database(c.ok);
   check_error_rate();
   if (!c.ok) return false;
@@ -82,7 +87,7 @@ bool AlertSender::poll_once() {
     a.range_lo = optional_number(c, r, 10);
     a.range_hi = optional_number(c, r, 11);
     a.summary = c.value(r, 12);
-    dispatch(a);
+    dispatch(a, std::string(c.value(r, 13)) == "t");
   }
   // Ids older than the lookback can no longer come back.
   const auto horizon = now - std::chrono::seconds(config_.alerts.lookback_s + 60);
@@ -91,13 +96,17 @@ bool AlertSender::poll_once() {
   return true;
 }
 
-std::string AlertSender::dispatch(const Alert& a) {
+std::string AlertSender::dispatch(const Alert& a, bool before_start) {
   const int sev = severity_index(a.severity);
+  // P0 raised while this process runs: sent by every replica. A P0 row from
+  // before it started (a restart, a deploy) is deduplicated like a P1, so a
+  // restart does not page again for what the running replicas already sent.
+  const bool bypass = sev == 0 && !before_start;
   std::string outcome = "bypass";
   std::string why;
   const auto now = Clock::now();
-  if (sev != 0) {
-    const int window = config_.alerts.window_s[sev < 0 ? 3 : sev];
+  if (!bypass) {
+    const int window = config_.alerts.window_s[sev <= 0 ? 1 : sev];
     auto held = held_here_.find(a.key);
     if (held != held_here_.end() && held->second > now) {
       outcome = "held_here";
@@ -125,6 +134,9 @@ std::string AlertSender::dispatch(const Alert& a) {
   log_line("info", "alert sending", {{"key", a.key}, {"severity", a.severity}, {"dedup", outcome},
                                      num("targets", static_cast<long long>(targets_.size()))});
   for (auto& t : targets_) t->submit(a);
+  // A P0 sent past the claim is still recorded in the store, so that a
+  // replica started later sees it was sent.
+  if (bypass) claims_.claim(a.key, config_.alerts.window_s[1], why);
   return outcome;
 }
 

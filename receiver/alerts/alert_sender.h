@@ -46,8 +46,9 @@ class AlertSender {
   bool poll_once();
 
   // Dedup, then every target. Returns how it went: "claimed", "bypass" (P0),
-  // "failed_open", "held_elsewhere", "held_here".
-  std::string dispatch(const Alert& a);
+  // "failed_open", "held_elsewhere", "held_here". `before_start`: the row is
+  // older than this process (a P0 then goes through the claim too).
+  std::string dispatch(const Alert& a, bool before_start = false);
 
   // Prometheus text for /metrics: per-target counts and dedup outcomes.
   std::string render_metrics() const;
@@ -60,6 +61,7 @@ class AlertSender {
 
   Config config_;
   AnswerCounts answers_;
+  std::string started_unix_;  // the rows before it are older than this process
   PgSession reader_;
   ClaimClient claims_;
   std::vector<std::unique_ptr<AlertTarget>> targets_;

@@ -13,15 +13,7 @@
 namespace inbox::test {
 namespace {
 
-std::string monitor_url() {
-  static std::once_flag once;
-  std::call_once(once, [] {
-    Db db;
-    db.exec("DO $$ BEGIN CREATE ROLE inbox_monitor_test LOGIN PASSWORD 'inbox_monitor_test' "
-            "IN ROLE inbox_monitor; EXCEPTION WHEN duplicate_object THEN NULL; END $$");
-  });
-  return login_database_url("inbox_monitor_test", "inbox_monitor_test");
-}
+std::string monitor_url() { return member_login_url("inbox_monitor_test", "inbox_monitor"); }
 
 HttpResult get_with(int port, const std::string& path, const std::string& token) {
   httplib::Client c("127.0.0.1", port);

@@ -128,6 +128,15 @@ void DelayProxy::pump(int from, int to, bool delayed) {
   ::shutdown(to, SHUT_WR);
 }
 
+std::string member_login_url(const std::string& login, const std::string& group) {
+  static std::mutex mu;
+  std::lock_guard<std::mutex> lock(mu);
+  Db db;
+  db.exec("DO $$ BEGIN CREATE ROLE " + login + " LOGIN PASSWORD '" + login + "' IN ROLE " + group +
+          "; EXCEPTION WHEN duplicate_object THEN NULL; END $$");
+  return login_database_url(login, login);
+}
+
 int database_port() {
   Db db;
   return std::stoi(*db.scalar("SELECT current_setting('port')"));

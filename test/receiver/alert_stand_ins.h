@@ -70,6 +70,10 @@ class DelayProxy {
   std::vector<int> fds_;
 };
 
+// A login (password = its name) that is a member of `group` and nothing
+// else, created once; returns its connection string.
+std::string member_login_url(const std::string& login, const std::string& group);
+
 // The port the test database listens on.
 int database_port();
 

@@ -23,15 +23,7 @@ namespace {
 using namespace std::chrono_literals;
 
 // A login with inbox_alerter only.
-std::string alerter_url() {
-  static std::once_flag once;
-  std::call_once(once, [] {
-    Db db;
-    db.exec("DO $$ BEGIN CREATE ROLE inbox_alerter_test LOGIN PASSWORD 'inbox_alerter_test' "
-            "IN ROLE inbox_alerter; EXCEPTION WHEN duplicate_object THEN NULL; END $$");
-  });
-  return login_database_url("inbox_alerter_test", "inbox_alerter_test");
-}
+std::string alerter_url() { return member_login_url("inbox_alerter_test", "inbox_alerter"); }
 
 struct SenderOptions {
   std::string database_url;  // empty: the alerter login
@@ -59,6 +51,13 @@ std::string write_config(const SenderOptions& o, const std::string& tag) {
   f << "[[alert_target]]\nname = \"log\"\nkind = \"log\"\n";
   f << "[[provider]]\nname = \"t_alerts\"\nscheme = \"github\"\nsecrets = [\"s\"]\n";
   return path;
+}
+
+// A config whose only HTTP target is `target`.
+std::string config_for(const StandInTarget& target, const std::string& tag) {
+  SenderOptions o;
+  o.target_urls = {target.url()};
+  return write_config(o, tag);
 }
 
 // `inbox-receiver alerts` as a process of its own; stdout to a log file.
@@ -90,6 +89,15 @@ void insert_alert(Db& db, const std::string& key, const std::string& severity, c
           "VALUES (" + db.quote(key) + ", 'test_check', 't_alerts', " + db.quote(state) + ", " + db.quote(severity) +
           ", false, now(), 1, " + db.quote("test alert " + key) + ")");
 }
+
+// The rows the tests insert (keys "t-<run>-..."), deleted before and after
+// each test: a sender looks at every alert of its lookback, and another
+// test's hundreds would only slow it down.
+struct CleanAlertRows {
+  CleanAlertRows() { clean(); }
+  ~CleanAlertRows() { clean(); }
+  static void clean() { Db().exec("DELETE FROM inbox.alerts WHERE key LIKE 't-%'"); }
+};
 
 // The key as it appears in a webhook body.
 std::string in_body(const std::string& key) { return "\"key\":\"" + key + "\""; }
@@ -207,11 +215,10 @@ TEST(Alerts, KeyIsTheSqlDefinition) {
 
 TEST(Alerts, TwoReplicasAndAThirdStartedLaterDeliverOnce) {
   REQUIRE_DATABASE();
+  CleanAlertRows rows;
   Db db;
   StandInTarget target;
-  SenderOptions o;
-  o.target_urls = {target.url()};
-  std::string config = write_config(o, "replicas");
+  std::string config = config_for(target, "replicas");
   SenderProcess a(config, "replica-a"), b(config, "replica-b");
   const std::string key = unique_id("once") + "/t_alerts/firing";
   insert_alert(db, key, "P2");
@@ -239,17 +246,20 @@ TEST(Alerts, TwoReplicasAndAThirdStartedLaterDeliverOnce) {
 
 TEST(Alerts, P0IsDeliveredByEveryReplica) {
   REQUIRE_DATABASE();
+  CleanAlertRows rows;
   Db db;
   StandInTarget target;
-  SenderOptions o;
-  o.target_urls = {target.url()};
-  std::string config = write_config(o, "p0");
+  std::string config = config_for(target, "p0");
   SenderProcess a(config, "p0-a"), b(config, "p0-b");
   const std::string key = unique_id("p0") + "/t_alerts/firing";
   insert_alert(db, key, "P0");
   EXPECT_EQ(target.wait_for(in_body(key), 2, 5000), 2);
   std::this_thread::sleep_for(500ms);
   EXPECT_EQ(target.count(in_body(key)), 2) << "once per replica, no more";
+  // A replica started later does not page again: the P0 was recorded as sent.
+  SenderProcess c(config, "p0-c");
+  std::this_thread::sleep_for(1500ms);
+  EXPECT_EQ(target.count(in_body(key)), 2) << c.output();
 }
 
 TEST(Alerts, StoreDownStillDeliversTheSidecarsOwnAlert) {
@@ -268,6 +278,7 @@ TEST(Alerts, StoreDownStillDeliversTheSidecarsOwnAlert) {
 
 TEST(Alerts, StoreSlowerThanTheClaimTimeoutStillDelivers) {
   REQUIRE_DATABASE();
+  CleanAlertRows rows;
   Db db;
   StandInTarget target;
   DelayProxy proxy("127.0.0.1", database_port());
@@ -292,11 +303,10 @@ TEST(Alerts, StoreSlowerThanTheClaimTimeoutStillDelivers) {
 
 TEST(Alerts, ALongWindowSurvivesOtherKeysExpiringAndARestartDoesNotResend) {
   REQUIRE_DATABASE();
+  CleanAlertRows rows;
   Db db;
   StandInTarget target;
-  SenderOptions o;
-  o.target_urls = {target.url()};
-  std::string config = write_config(o, "windows");
+  std::string config = config_for(target, "windows");
   const std::string tag = unique_id("win");
   const std::string long_key = tag + "-long/t_alerts/firing";  // P1: 24 h
   {
@@ -336,6 +346,7 @@ TEST(Alerts, ALongWindowSurvivesOtherKeysExpiringAndARestartDoesNotResend) {
 
 TEST(Alerts, UnreachableTargetDoesNotBlockOthersAndFailuresAreRetried) {
   REQUIRE_DATABASE();
+  CleanAlertRows rows;
   Db db;
   StandInTarget flaky, good;
   flaky.fail_next(2, 503);
@@ -358,9 +369,7 @@ TEST(Alerts, ACheckThatFiresIsDeliveredEndToEnd) {
   REQUIRE_DATABASE();
   Db db;
   StandInTarget target;
-  SenderOptions o;
-  o.target_urls = {target.url()};
-  SenderProcess p(write_config(o, "e2e"), "e2e");
+  SenderProcess p(config_for(target, "e2e"), "e2e");
   // Statistics an hour old: stats_stale fires (as P0 here, so earlier runs' claims do not matter).
   db.exec("SELECT inbox.configure_check('stats_stale', severity => 'P0')");
   db.exec("INSERT INTO inbox.stats_global (minute, refreshed_at) VALUES "
