@@ -251,7 +251,10 @@ int cmd_alerts(const Args& args) {
   if (config.alert_targets.empty()) throw inbox::ConfigError("no [[alert_target]] configured");
   if (f.has("once")) {
     inbox::AlertSender sender(config);
-    return sender.poll_once() ? 0 : 1;  // the targets' destructors wait for nothing: log targets only
+    bool ok = sender.poll_once();
+    // Deliveries (with their retries) get a minute; what is left is logged as not delivered.
+    if (!sender.drain(60000)) ok = false;
+    return ok ? 0 : 1;
   }
   sigset_t stop_signals = block_stop_signals();
   inbox::AlertSender sender(config);

@@ -195,6 +195,17 @@ void AlertSender::check_error_rate() {
   last_rate_check_ = now;
 }
 
+bool AlertSender::drain(int ms) const {
+  const auto end = Clock::now() + std::chrono::milliseconds(ms);
+  for (;;) {
+    bool idle = true;
+    for (const auto& t : targets_) idle = idle && t->idle();
+    if (idle) return true;
+    if (Clock::now() >= end) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+}
+
 std::string AlertSender::render_metrics() const {
   std::string out = "# HELP inbox_receiver_alerts_total Alerts handled by this sender, by dedup outcome.\n"
                     "# TYPE inbox_receiver_alerts_total counter\n";

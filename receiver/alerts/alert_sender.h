@@ -50,6 +50,9 @@ class AlertSender {
   // older than this process (a P0 then goes through the claim too).
   std::string dispatch(const Alert& a, bool before_start = false);
 
+  // Waits until every target has delivered or given up, at most `ms`; true when all are idle.
+  bool drain(int ms) const;
+
   // Prometheus text for /metrics: per-target counts and dedup outcomes.
   std::string render_metrics() const;
 

@@ -90,6 +90,11 @@ AlertTarget::Counts AlertTarget::counts() const {
   return c;
 }
 
+bool AlertTarget::idle() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return queue_.empty() && !in_flight_;
+}
+
 std::chrono::milliseconds AlertTarget::backoff(int attempt) const {
   // base * 2^(attempt-1), capped, times 0.5..1 (equal jitter): replicas and
   // targets do not retry in step.
@@ -134,12 +139,14 @@ void AlertTarget::run() {
     }
     Job job = std::move(*next);
     queue_.erase(next);
+    in_flight_ = true;
     lock.unlock();
     ++job.attempt;
     std::string error;
     bool retryable = false;
     bool ok = deliver(job, error, retryable);
     lock.lock();
+    in_flight_ = false;
     if (ok) {
       ++counts_.sent;
       log_line("info", "alert delivered", {{"target", cfg_.name}, {"key", job.alert.key},

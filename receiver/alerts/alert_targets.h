@@ -40,6 +40,8 @@ class AlertTarget {
     std::uint64_t sent = 0, retried = 0, gave_up = 0, queued = 0;
   };
   Counts counts() const;
+  // Nothing queued or in flight (retries waiting count as queued).
+  bool idle() const;
 
  private:
   using Clock = std::chrono::steady_clock;
@@ -63,6 +65,7 @@ class AlertTarget {
   std::deque<Job> queue_;
   Counts counts_;
   bool stopping_ = false;
+  bool in_flight_ = false;
   std::thread thread_;
 };
 

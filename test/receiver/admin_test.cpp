@@ -66,6 +66,8 @@ TEST(Admin, StatusMetricsAndHealthOnTheAdminListenerOnly) {
   EXPECT_LE(proxy.client_chunks() - before, 1) << "20 scrapes within cache_ms: at most one read";
   // Nothing of it on the public port.
   EXPECT_EQ(get(port, "/status").status, 404);
+  EXPECT_EQ(get(port, "/metrics").status, 404) << "with admin_listen set, metrics are on the admin listener only";
+  EXPECT_EQ(get(port, "/healthz").status, 200) << "load balancers still probe the public port";
   terminate_and_wait(pid);
 }
 
