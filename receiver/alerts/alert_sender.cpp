@@ -1,7 +1,7 @@
 #include "alerts/alert_sender.h"
 
 #include <cstdlib>
-#include <ctime>
+#include <chrono>
 
 #include "common/log.h"
 
@@ -20,7 +20,13 @@ std::optional<double> optional_number(const PgCall& c, int row, int col) {
   return std::strtod(c.value(row, col), nullptr);
 }
 
-std::string unix_now_text() { return std::to_string(static_cast<long long>(std::time(nullptr))); }
+// Now in unix seconds with milliseconds: a row written a moment before this
+// process started must count as before it.
+std::string unix_now_text() {
+  auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+                std::chrono::system_clock::now().time_since_epoch()).count();
+  return std::to_string(ms / 1000) + "." + std::to_string(1000 + ms % 1000).substr(1);
+}
 
 DbSettings sender_db(const Config& config) {
   return db_settings_for(config, config.alerts.database_url.empty() ? config.database_url : config.alerts.database_url,
