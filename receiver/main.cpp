@@ -59,7 +59,11 @@ Flags parse_flags(const Args& args, const std::vector<std::string>& with_value,
 
 inbox::Config config_from(const Flags& f, inbox::EnvPolicy env = inbox::EnvPolicy::require) {
   if (!f.has("config")) throw inbox::ConfigError("--config FILE is required");
-  inbox::Config c = inbox::load_config(f.get("config"), env);
+  // Every error at once: the parser's and, where secrets are required, each
+  // provider's scheme and secrets (unknown scheme, bad whsec_), in one list.
+  inbox::ProviderCheck check;
+  if (env == inbox::EnvPolicy::require) check = [](const inbox::ProviderConfig& p) { inbox::make_provider(p); };
+  inbox::Config c = inbox::load_config(f.get("config"), env, check);
   inbox::apply_schemes(c);
   return c;
 }
@@ -123,27 +127,8 @@ int cmd_serve(const Args& args) {
 
 int cmd_check_config(const Args& args) {
   Flags f = parse_flags(args, {"config"}, {});
-  if (!f.has("config")) throw inbox::ConfigError("--config FILE is required");
-  inbox::Config config = inbox::load_config(f.get("config"));
-  // Every error at once: the parser's (all of them), then each provider's.
-  std::string errors;
-  try {
-    inbox::split_listen(config.listen);
-  } catch (const inbox::ConfigError& e) {
-    errors += std::string(e.what()) + "\n";
-  }
-  for (const auto& p : config.providers) {
-    try {
-      inbox::make_provider(p);  // unknown scheme, bad whsec_ secrets
-    } catch (const inbox::ConfigError& e) {
-      errors += std::string(e.what()) + "\n";
-    }
-  }
-  if (!errors.empty()) {
-    errors.pop_back();
-    throw inbox::ConfigError(errors);
-  }
-  inbox::apply_schemes(config);
+  inbox::Config config = config_from(f);
+  inbox::split_listen(config.listen);
   std::cout << "ok: " << f.get("config") << "\n  listen " << config.listen << "\n  batching "
             << (config.batching ? "on" : "off") << "\n";
   for (const auto& p : config.providers) {

@@ -404,7 +404,8 @@ const ProviderConfig* Config::find_provider(const std::string& name) const {
   return nullptr;
 }
 
-Config parse_config(const std::string& toml_text, const std::string& source_name, EnvPolicy env) {
+Config parse_config(const std::string& toml_text, const std::string& source_name, EnvPolicy env,
+                    const ProviderCheck& check) {
   toml::table root;
   try {
     root = toml::parse(toml_text, source_name);
@@ -522,6 +523,7 @@ Config parse_config(const std::string& toml_text, const std::string& source_name
       if (!pt) throw ConfigError("providers are [[provider]] tables");
       collect([&] {
         ProviderConfig p = read_provider(*pt, index, env);
+        if (check) check(p);
         if (c.find_provider(p.name)) throw ConfigError("provider \"" + p.name + "\" is listed twice");
         c.providers.push_back(std::move(p));
       });
@@ -539,12 +541,12 @@ Config parse_config(const std::string& toml_text, const std::string& source_name
   return c;
 }
 
-Config load_config(const std::string& path, EnvPolicy env) {
+Config load_config(const std::string& path, EnvPolicy env, const ProviderCheck& check) {
   std::ifstream in(path, std::ios::binary);
   if (!in) throw ConfigError("cannot read " + path);
   std::ostringstream text;
   text << in.rdbuf();
-  return parse_config(text.str(), path, env);
+  return parse_config(text.str(), path, env, check);
 }
 
 }  // namespace inbox

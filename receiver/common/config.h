@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <stdexcept>
 #include <string>
@@ -145,9 +146,14 @@ enum class EnvPolicy {
 };
 
 // Parses and validates; throws ConfigError naming the key at fault.
+// A wing's own check of one provider (intake: its scheme and secrets), run
+// while parsing so that its errors are listed with all the others; throws
+// ConfigError. Common code knows no schemes.
+using ProviderCheck = std::function<void(const ProviderConfig&)>;
+
 Config parse_config(const std::string& toml_text, const std::string& source_name = "config",
-                    EnvPolicy env = EnvPolicy::require);
-Config load_config(const std::string& path, EnvPolicy env = EnvPolicy::require);
+                    EnvPolicy env = EnvPolicy::require, const ProviderCheck& check = {});
+Config load_config(const std::string& path, EnvPolicy env = EnvPolicy::require, const ProviderCheck& check = {});
 
 bool valid_provider_name(const std::string& name);
 

@@ -224,7 +224,7 @@ void Receiver::answered(const HttpRequest& req, const HttpResponse& res, double 
   metrics_.request(res.provider, outcome, res.status, seconds);
   if (!request_logging()) return;
   std::vector<LogField> f = {{"method", req.method},
-                             {"path", path},
+                             {"path", is_valid_utf8(path) ? path : "(not UTF-8)"},
                              {"provider", res.provider},
                              num("status", static_cast<long long>(res.status)),
                              {"outcome", outcome},

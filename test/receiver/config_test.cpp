@@ -4,6 +4,8 @@
 
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
+#include <unistd.h>
 
 #include "common/config.h"
 #include "intake/providers/provider.h"
@@ -139,6 +141,18 @@ TEST(Cli, VersionAndHelpForEveryCommand) {
   std::string out = run_command(std::string(INBOX_RECEIVER_BIN) + " --version", &rc);
   EXPECT_EQ(rc, 0);
   EXPECT_EQ(out.rfind("inbox-receiver ", 0), 0u) << out;
+  // check-config: the parser's errors and each provider's scheme, in one run.
+  const std::string bad = "/tmp/inbox-cli-bad-" + std::to_string(::getpid()) + ".toml";
+  std::ofstream(bad) << "database_url = { env = \"INBOX_TEST_UNSET_DB\" }\n"
+                     << "[[provider]]\nname = \"a\"\nscheme = \"paypal\"\nsecrets = [\"x\"]\n"
+                     << "[[provider]]\nname = \"b\"\nscheme = \"github\"\nsecrets = [{ env = \"INBOX_TEST_UNSET_B\" }]\n";
+  unsetenv("INBOX_TEST_UNSET_DB");
+  unsetenv("INBOX_TEST_UNSET_B");
+  out = run_command(std::string(INBOX_RECEIVER_BIN) + " check-config --config " + bad + " 2>&1", &rc);
+  std::remove(bad.c_str());
+  EXPECT_EQ(rc, 1);
+  for (const char* part : {"INBOX_TEST_UNSET_DB", "\"scheme\" must be one of", "INBOX_TEST_UNSET_B"})
+    EXPECT_NE(out.find(part), std::string::npos) << part << " missing from: " << out;
   for (const char* cmd : {"serve", "check-config", "sign", "backfill"}) {
     out = run_command(std::string(INBOX_RECEIVER_BIN) + " " + cmd + " --help", &rc);
     EXPECT_EQ(rc, 0) << cmd;

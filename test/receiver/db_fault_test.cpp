@@ -139,6 +139,23 @@ class DbFaultTest : public ::testing::Test {
     c.drain_ms = 2000;
     return c;
   }
+  // A serve config in `dir` (created) with drain and deadlines of 2 s.
+  static std::string write_serve_config(const std::string& dir, int port, const std::string& url) {
+    std::system(("mkdir -p " + dir).c_str());
+    std::string escaped;
+    for (char ch : url) {
+      if (ch == '"' || ch == '\\') escaped.push_back('\\');
+      escaped.push_back(ch);
+    }
+    std::string config = dir + "/receiver.toml";
+    std::ofstream(config) << "listen = \"127.0.0.1:" << port << "\"\ndatabase_url = \"" << escaped << "\"\n"
+                          << "[http]\ndrain_ms = 2000\n[database]\ndeadline_ms = 2000\nstatement_timeout_ms = 1000\n"
+                          << "connect_timeout_s = 1\n"
+                          << "[[provider]]\nname = \"t_stripe\"\nscheme = \"stripe\"\nsecrets = [\"" << kNewSecret
+                          << "\"]\n";
+    return config;
+  }
+
   std::unique_ptr<Db> db_;
   std::unique_ptr<Proxy> proxy_;
   std::string proxied_url_;
@@ -182,17 +199,7 @@ TEST_F(DbFaultTest, BlackHoleAnswers503WithinTheDeadlineAndRecovers) {
 TEST_F(DbFaultTest, SigtermFinishesWithinItsDrainTimeWhileTheDatabaseIsStuck) {
   int port = unused_loopback_port();
   std::string dir = "/tmp/inbox-dbfault-" + std::to_string(::getpid());
-  std::system(("mkdir -p " + dir).c_str());
-  std::string escaped;
-  for (char ch : proxied_url_) {
-    if (ch == '"' || ch == '\\') escaped.push_back('\\');
-    escaped.push_back(ch);
-  }
-  std::string config = dir + "/receiver.toml";
-  std::ofstream(config) << "listen = \"127.0.0.1:" << port << "\"\ndatabase_url = \"" << escaped << "\"\n"
-                        << "[http]\ndrain_ms = 2000\n[database]\ndeadline_ms = 2000\nstatement_timeout_ms = 1000\n"
-                        << "connect_timeout_s = 1\n"
-                        << "[[provider]]\nname = \"t_stripe\"\nscheme = \"stripe\"\nsecrets = [\"" << kNewSecret << "\"]\n";
+  std::string config = write_serve_config(dir, port, proxied_url_);
   pid_t pid = spawn_serve(config, dir + "/serve.log", port);
   ASSERT_NE(pid, -1) << "receiver did not come up";
   ASSERT_EQ(post(port, "/webhooks/t_stripe", stripe_event(unique_id("term-before"))).status, 200);
@@ -208,6 +215,25 @@ TEST_F(DbFaultTest, SigtermFinishesWithinItsDrainTimeWhileTheDatabaseIsStuck) {
   EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
   // drain_ms (2 s) plus one query deadline at most.
   EXPECT_LT(took, 4500ms) << std::chrono::duration_cast<std::chrono::milliseconds>(took).count() << " ms";
+  std::system(("rm -rf " + dir).c_str());
+}
+
+// A database that refuses the connection: 503 for the sender, and the log
+// says why, once (not the raw error to the sender).
+TEST_F(DbFaultTest, FailedConnectIsLoggedWithItsCause) {
+  int port = unused_loopback_port();
+  std::string dir = "/tmp/inbox-dbconnect-" + std::to_string(::getpid());
+  std::string url = receiver_database_url() + " port=" + std::to_string(unused_loopback_port());
+  std::string config = write_serve_config(dir, port, url);
+  pid_t pid = spawn_serve(config, dir + "/serve.log", port);
+  ASSERT_NE(pid, -1) << "receiver did not come up";
+  HttpResult r = post(port, "/webhooks/t_stripe", stripe_event(unique_id("refused")));
+  EXPECT_EQ(r.status, 503);
+  EXPECT_EQ(r.body.find("refused"), std::string::npos) << r.body;
+  EXPECT_EQ(terminate_and_wait(pid), 0);
+  std::string log = read_file(dir + "/serve.log");
+  EXPECT_NE(log.find("\"msg\":\"database connect failed\""), std::string::npos) << log;
+  EXPECT_NE(log.find("Connection refused"), std::string::npos) << log;
   std::system(("rm -rf " + dir).c_str());
 }
 
