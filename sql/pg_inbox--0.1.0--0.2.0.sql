@@ -1567,20 +1567,28 @@ REVOKE ALL ON ALL SEQUENCES IN SCHEMA inbox FROM PUBLIC;
 REVOKE ALL ON ALL FUNCTIONS IN SCHEMA inbox FROM PUBLIC;
 
 -- A database that had the 0.1.0 jobs scheduled gets the new ones, as
--- inbox.schedule() with its defaults would install them.
+-- inbox.schedule() with its defaults would install them, and paused when
+-- the old ones are paused.
 DO $$
 DECLARE
     spec record;
+    active boolean;
+    job bigint;
 BEGIN
     IF inbox._cron_missing() IS NOT NULL THEN
         RETURN;
     END IF;
-    IF NOT EXISTS (SELECT 1 FROM cron.job WHERE jobname IN ('pg_inbox:reconcile', 'pg_inbox:scan_gaps')) THEN
+    SELECT bool_or(j.active) INTO active FROM cron.job j
+     WHERE j.jobname IN ('pg_inbox:reconcile', 'pg_inbox:scan_gaps');
+    IF active IS NULL THEN
         RETURN;
     END IF;
     FOR spec IN SELECT * FROM (VALUES ('refresh', interval '1 minute'), ('checks', interval '1 minute')) v(job, every) LOOP
-        PERFORM cron.schedule('pg_inbox:' || spec.job, inbox._cron_expression(spec.every),
-                              format('SELECT inbox.run_job(%L, %L)', spec.job, spec.every));
+        job := cron.schedule('pg_inbox:' || spec.job, inbox._cron_expression(spec.every),
+                             format('SELECT inbox.run_job(%L, %L)', spec.job, spec.every));
+        IF NOT active THEN
+            PERFORM cron.alter_job(job, active => false);
+        END IF;
     END LOOP;
 END
 $$;
