@@ -12,6 +12,8 @@
 #include <string>
 #include <vector>
 
+#include "admin/admin_server.h"
+#include "alerts/alert_sender.h"
 #include "backfill/backfill.h"
 #include "common/config.h"
 #include "intake/http_server.h"
@@ -67,19 +69,24 @@ inbox::Config config_from(const Flags& f, inbox::EnvPolicy env = inbox::EnvPolic
   return c;
 }
 
+// Blocks SIGTERM and SIGINT before any thread starts, so only the caller's
+// sigwait() sees them; every other thread keeps running normally.
+sigset_t block_stop_signals() {
+  sigset_t stop_signals;
+  sigemptyset(&stop_signals);
+  sigaddset(&stop_signals, SIGTERM);
+  sigaddset(&stop_signals, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
+  return stop_signals;
+}
+
 int cmd_serve(const Args& args) {
   Flags f = parse_flags(args, {"config"}, {"no-batching", "quiet"});
   inbox::Config config = config_from(f);
   if (f.has("no-batching")) config.batching = false;
   if (f.has("quiet")) inbox::set_request_logging(false);
 
-  // Block the stop signals before any thread starts, so only sigwait() below
-  // sees them; every other thread keeps running normally.
-  sigset_t stop_signals;
-  sigemptyset(&stop_signals);
-  sigaddset(&stop_signals, SIGTERM);
-  sigaddset(&stop_signals, SIGINT);
-  pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
+  sigset_t stop_signals = block_stop_signals();
 
   inbox::Receiver receiver(config);
   int port = receiver.start();
@@ -92,6 +99,24 @@ int cmd_serve(const Args& args) {
     forwarder = std::make_unique<inbox::Forwarder>(config, std::move(fwd));
     forwarder->start(false);
   }
+  // Optional: the alert sender as a thread (with the 5xx rate of this
+  // process's answers), and the admin listener.
+  std::unique_ptr<inbox::AlertSender> alerts;
+  if (config.alerts.enabled) {
+    inbox::Metrics* metrics = &receiver.metrics();
+    alerts = std::make_unique<inbox::AlertSender>(config, [metrics] { return metrics->answer_counts(); });
+    alerts->start();
+  }
+  std::unique_ptr<inbox::AdminServer> admin;
+  if (!config.admin.listen.empty()) {
+    inbox::Metrics* metrics = &receiver.metrics();
+    inbox::AlertSender* sender = alerts.get();
+    admin = std::make_unique<inbox::AdminServer>(
+        config, inbox::AdminSources{[metrics, sender] {
+          return metrics->render() + (sender ? sender->render_metrics() : std::string());
+        }});
+    admin->start();
+  }
   inbox::log_line("info", "listening",
                   {{"listen", config.listen}, inbox::num("port", static_cast<long long>(port)),
                    {"batching", config.batching ? "on" : "off"},
@@ -100,6 +125,8 @@ int cmd_serve(const Args& args) {
   sigwait(&stop_signals, &sig);
   inbox::log_line("info", "stopping", {{"signal", strsignal(sig)}});
   forwarder.reset();
+  admin.reset();
+  alerts.reset();
   backfill.reset();
   receiver.stop();
   inbox::log_line("info", "stopped");
@@ -206,11 +233,7 @@ int cmd_backfill(const Args& args) {
                      inbox::num("list_errors", stats.list_errors), {"error", error}});
     return ok ? 0 : 1;
   }
-  sigset_t stop_signals;
-  sigemptyset(&stop_signals);
-  sigaddset(&stop_signals, SIGTERM);
-  sigaddset(&stop_signals, SIGINT);
-  pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
+  sigset_t stop_signals = block_stop_signals();
   {
     inbox::BackfillThread worker(config, nullptr);
     int sig = 0;
@@ -228,11 +251,7 @@ int cmd_forward(const Args& args) {
   Flags f = parse_flags(args, {"config"}, {"once", "quiet"});
   inbox::Config config = config_from(f);
   if (f.has("quiet")) inbox::set_request_logging(false);
-  sigset_t stop_signals;
-  sigemptyset(&stop_signals);
-  sigaddset(&stop_signals, SIGTERM);
-  sigaddset(&stop_signals, SIGINT);
-  pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
+  sigset_t stop_signals = block_stop_signals();
   inbox::Forwarder forwarder(config, inbox::load_forward_config(f.get("config"), config.database_url));
   forwarder.start(f.has("once"));
   if (f.has("once")) {
@@ -248,6 +267,34 @@ int cmd_forward(const Args& args) {
                   {inbox::num("delivered", s.delivered.load()), inbox::num("retried", s.retried.load()),
                    inbox::num("dead", s.dead.load()), inbox::num("rejected", s.rejected.load()),
                    inbox::num("lost", s.lost.load()), inbox::num("db_errors", s.db_errors.load())});
+  return 0;
+}
+
+// The alert sender as a process of its own (any number of replicas), with
+// the admin listener when admin_listen is set. --once: one round and exit.
+int cmd_alerts(const Args& args) {
+  Flags f = parse_flags(args, {"config"}, {"once"});
+  inbox::Config config = config_from(f);
+  if (config.alert_targets.empty()) throw inbox::ConfigError("no [[alert_target]] configured");
+  if (f.has("once")) {
+    inbox::AlertSender sender(config);
+    bool ok = sender.poll_once();
+    // Deliveries (with their retries) get a minute; what is left is logged as not delivered.
+    if (!sender.drain(60000)) ok = false;
+    return ok ? 0 : 1;
+  }
+  sigset_t stop_signals = block_stop_signals();
+  inbox::AlertSender sender(config);
+  std::unique_ptr<inbox::AdminServer> admin;
+  if (!config.admin.listen.empty()) {
+    admin = std::make_unique<inbox::AdminServer>(config, inbox::AdminSources{[&sender] { return sender.render_metrics(); }});
+    admin->start();
+  }
+  sender.start();
+  int sig = 0;
+  sigwait(&stop_signals, &sig);
+  inbox::log_line("info", "stopping", {{"signal", strsignal(sig)}});
+  admin.reset();
   return 0;
 }
 
@@ -275,6 +322,12 @@ const Command kCommands[] = {
      "Prints a delivery signed as the provider would sign it (a curl command, headers, or TSV\n"
      "for load tests), aimed at the configured `listen` unless --url says otherwise.",
      cmd_sign},
+    {"alerts", "alerts --config FILE [--once]",
+     "The alert sender: delivers the alerts the checks wrote (inbox.alerts) to every [[alert_target]],\n"
+     "once per key and window across replicas (inbox.claim_alert), failing open when the database\n"
+     "does not answer in time; serves admin_listen when set.\n"
+     "  --once  one round and exit; otherwise poll until SIGTERM.",
+     cmd_alerts},
     {"backfill", "backfill --config FILE [--once]",
      "The backfill worker: fetches events the database asked for from the provider's API.\n"
      "  --once  one round (list, drain what is due) and exit; otherwise poll until SIGTERM.",

@@ -4,12 +4,15 @@
 set -euo pipefail
 
 # pg_prove is only a Recommends of postgresql-15-pgtap, hence named here.
+# chromium: the status page's browser test; python3-jsonschema/-yaml: the
+# Alertmanager payload checked against its OpenAPI schema (make test).
 packages=(
   build-essential pkg-config cmake perl bc curl clang-format
   postgresql-15 postgresql-server-dev-15 postgresql-15-cron
   postgresql-15-pgtap libtap-parser-sourcehandler-pgtap-perl
   libpq-dev libssl-dev libcpp-httplib-dev libtomlplusplus-dev libsimdjson-dev libboost1.81-dev
   googletest libgtest-dev wrk clang libclang-rt-14-dev
+  chromium python3-jsonschema python3-yaml
 )
 
 bash "$(dirname "$0")/deps-node.sh"   # node + standardwebhooks for the forwarder tests

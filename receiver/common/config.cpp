@@ -287,7 +287,109 @@ void check_backfill(const Config& c) {
     throw ConfigError("[backfill] enabled = true, but no provider has a [provider.backfill] table");
 }
 
+AlertTargetConfig read_alert_target(const toml::table& t, int index, EnvPolicy env) {
+  std::string where = "alert_target #" + std::to_string(index);
+  reject_unknown_keys(t, {"name", "kind", "url", "secret", "min_severity", "timeout_ms"}, where);
+  AlertTargetConfig a;
+  a.name = get_string(t, "name", where);
+  if (!valid_provider_name(a.name)) throw ConfigError(where + ": \"name\" must be 1..63 characters of [a-z0-9_-]");
+  where = "alert_target \"" + a.name + "\"";
+  a.kind = get_string(t, "kind", where);
+  if (a.kind != "slack" && a.kind != "webhook" && a.kind != "alertmanager" && a.kind != "log")
+    throw ConfigError(where + ": \"kind\" must be slack, webhook, alertmanager or log");
+  if (std::optional<std::string> url = get_string_or_env(t, "url", where, env)) a.url = *url;
+  if (a.kind == "log") {
+    if (t.get("url") || t.get("secret")) throw ConfigError(where + ": kind \"log\" takes no \"url\" or \"secret\"");
+  } else {
+    if (!t.get("url")) throw ConfigError(where + ": \"url\" is required");
+    try {
+      if (!a.url.empty()) parse_api_url(a.url, "url");  // the message never quotes it (Slack's holds a secret)
+    } catch (const ConfigError& e) {
+      throw ConfigError(where + ": " + e.what());
+    }
+  }
+  if (std::optional<std::string> secret = get_string_or_env(t, "secret", where, env)) a.secret = *secret;
+  if (t.get("secret") && a.kind != "webhook") throw ConfigError(where + ": \"secret\" only applies to kind \"webhook\"");
+  if (!a.secret.empty() && a.secret.rfind("whsec_", 0) != 0)
+    throw ConfigError(where + ": \"secret\" is a Standard Webhooks key (whsec_...)");
+  a.min_severity = get_string(t, "min_severity", where, a.min_severity);
+  if (severity_index(a.min_severity) < 0) throw ConfigError(where + ": \"min_severity\" must be P0, P1, P2 or P3");
+  a.timeout_ms = get_int(t, "timeout_ms", where, a.timeout_ms, 100, 600000);
+  return a;
+}
+
+// admin_listen, [admin], [alerts] and [[alert_target]] (docs/alerts.md).
+void read_alerts_and_admin(const toml::table& root, Config& c, EnvPolicy env) {
+  c.admin.listen = get_string(root, "admin_listen", "top level");
+  if (!c.admin.listen.empty() && c.admin.listen.rfind(':') == std::string::npos)
+    throw ConfigError("\"admin_listen\" must be host:port, e.g. \"127.0.0.1:9090\"");
+  if (const toml::table* a = get_table(root, "admin")) {
+    reject_unknown_keys(*a, {"token", "database_url", "cache_ms", "refresh_s"}, "[admin]");
+    if (std::optional<std::string> token = get_string_or_env(*a, "token", "[admin]", env)) c.admin.token = *token;
+    c.admin.database_url = read_database_url(*a, "[admin]", env);
+    c.admin.cache_ms = get_int(*a, "cache_ms", "[admin]", c.admin.cache_ms, 0, 600000);
+    c.admin.refresh_s = get_int(*a, "refresh_s", "[admin]", c.admin.refresh_s, 1, 3600);
+  }
+  if (const toml::table* a = get_table(root, "alerts")) {
+    const std::string w = "[alerts]";
+    reject_unknown_keys(*a, {"enabled", "database_url", "poll_interval_ms", "lookback_s", "claim_timeout_ms",
+                             "window_p1_s", "window_p2_s", "window_p3_s", "retry_attempts", "retry_base_ms",
+                             "retry_max_ms", "database_unreachable_s", "error_rate", "error_rate_min_requests",
+                             "own_severity", "status_url"},
+                        w);
+    AlertsConfig& x = c.alerts;
+    x.enabled = get_bool(*a, "enabled", w, x.enabled);
+    x.database_url = read_database_url(*a, w, env);
+    x.poll_interval_ms = get_int(*a, "poll_interval_ms", w, x.poll_interval_ms, 10, 3600000);
+    x.lookback_s = get_int(*a, "lookback_s", w, x.lookback_s, 1, 7 * 86400);
+    x.claim_timeout_ms = get_int(*a, "claim_timeout_ms", w, x.claim_timeout_ms, 10, 60000);
+    x.window_s[1] = get_int(*a, "window_p1_s", w, x.window_s[1], 1, 30 * 86400);
+    x.window_s[2] = get_int(*a, "window_p2_s", w, x.window_s[2], 1, 30 * 86400);
+    x.window_s[3] = get_int(*a, "window_p3_s", w, x.window_s[3], 1, 30 * 86400);
+    x.retry_attempts = get_int(*a, "retry_attempts", w, x.retry_attempts, 1, 100);
+    x.retry_base_ms = get_int(*a, "retry_base_ms", w, x.retry_base_ms, 1, 3600000);
+    x.retry_max_ms = get_int(*a, "retry_max_ms", w, x.retry_max_ms, 1, 3600000);
+    x.database_unreachable_s = get_int(*a, "database_unreachable_s", w, x.database_unreachable_s, 1, 86400);
+    if (const toml::node* n = a->get("error_rate")) {
+      std::optional<double> v = n->value<double>();
+      if (!v || *v <= 0 || *v > 1) throw ConfigError(w + ": \"error_rate\" must be a number in (0, 1]");
+      x.error_rate = *v;
+    }
+    x.error_rate_min_requests = get_int(*a, "error_rate_min_requests", w, x.error_rate_min_requests, 1, 1000000);
+    x.own_severity = get_string(*a, "own_severity", w, x.own_severity);
+    if (severity_index(x.own_severity) < 0) throw ConfigError(w + ": \"own_severity\" must be P0, P1, P2 or P3");
+    x.status_url = get_string(*a, "status_url", w);
+    // A row still in the lookback whose claim expired would be sent again by
+    // a replica that starts then: the lookback must end before any window.
+    for (int sev = 1; sev <= 3; ++sev)
+      if (x.lookback_s >= x.window_s[sev])
+        throw ConfigError(w + ": \"lookback_s\" (" + std::to_string(x.lookback_s) + ") must be shorter than \"window_p" +
+                          std::to_string(sev) + "_s\" (" + std::to_string(x.window_s[sev]) +
+                          "), or a replica started later resends alerts whose window ended");
+  }
+  if (const toml::node* n = root.get("alert_target")) {
+    const toml::array* arr = n->as_array();
+    if (!arr) throw ConfigError("alert targets are [[alert_target]] tables");
+    int index = 0;
+    for (const toml::node& tn : *arr) {
+      const toml::table* tt = tn.as_table();
+      if (!tt) throw ConfigError("alert targets are [[alert_target]] tables");
+      AlertTargetConfig t = read_alert_target(*tt, ++index, env);
+      for (const AlertTargetConfig& other : c.alert_targets)
+        if (other.name == t.name) throw ConfigError("alert_target \"" + t.name + "\" is listed twice");
+      c.alert_targets.push_back(std::move(t));
+    }
+  }
+  if (c.alerts.enabled && c.alert_targets.empty())
+    throw ConfigError("[alerts] enabled = true, but no [[alert_target]] is configured");
+}
+
 }  // namespace
+
+int severity_index(const std::string& s) {
+  if (s.size() == 2 && s[0] == 'P' && s[1] >= '0' && s[1] <= '3') return s[1] - '0';
+  return -1;
+}
 
 bool valid_provider_name(const std::string& name) {
   if (name.empty() || name.size() > 63) return false;
@@ -331,7 +433,8 @@ Config parse_config(const std::string& toml_text, const std::string& source_name
   collect([&] {
   reject_unknown_keys(root,
                       {"listen", "database_url", "max_body_bytes", "http", "database", "batching",
-                       "backfill", "provider", "forward", "route"},
+                       "backfill", "provider", "forward", "route", "admin_listen", "admin", "alerts",
+                       "alert_target"},
                       "top level");  // forward, route: read by forward/route_config
   });
   collect([&] {
@@ -428,6 +531,7 @@ Config parse_config(const std::string& toml_text, const std::string& source_name
     }
   }
   });
+  collect([&] { read_alerts_and_admin(root, c, env); });
   if (!root.get("provider") && !root.get("route"))  // a forward-only config needs none
     errors.push_back("no [[provider]] configured");
   if (errors.empty()) collect([&] { check_backfill(c); });

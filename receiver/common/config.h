@@ -60,6 +60,43 @@ struct BackfillConfig {
   int max_attempts = 10;      // backfill_failed max_attempts
 };
 
+// [[alert_target]]: where alerts go (docs/alerts.md).
+struct AlertTargetConfig {
+  std::string name;
+  std::string kind;                 // slack, webhook, alertmanager, log
+  std::string url;                  // resolved; never logged (Slack's holds its secret)
+  std::string secret;               // webhook: whsec_... (Standard Webhooks signing key)
+  std::string min_severity = "P3";  // alerts at this severity or more urgent
+  int timeout_ms = 5000;            // connect, and each read/write
+};
+
+// [alerts]: the sender (inbox-receiver alerts, or a thread inside serve).
+struct AlertsConfig {
+  bool enabled = false;             // also run the sender as a thread inside serve
+  std::string database_url;         // empty: the top-level database_url (a login with inbox_alerter)
+  int poll_interval_ms = 2000;
+  int lookback_s = 900;             // alerts created this long ago are still looked at
+  int claim_timeout_ms = 1500;      // past it the claim fails open: the alert is sent
+  int window_s[4] = {0, 86400, 3600, 3600};  // dedup window per severity P0..P3 (P0: none)
+  int retry_attempts = 8;           // per target and alert
+  int retry_base_ms = 500;          // doubled per attempt
+  int retry_max_ms = 60000;
+  int database_unreachable_s = 60;  // own alert: no answer from the database this long
+  double error_rate = 0.05;         // own alert: share of 5xx answers (serve) over a minute
+  int error_rate_min_requests = 20;
+  std::string own_severity = "P1";  // severity of the sidecar's own alerts
+  std::string status_url;           // linked from alerts (generatorURL); empty: none
+};
+
+// admin_listen and [admin]: /status, /status.json, /metrics, /healthz, /readyz.
+struct AdminConfig {
+  std::string listen;               // empty: no admin listener
+  std::string token;                // empty: no bearer token asked
+  std::string database_url;         // empty: the top-level one (a login with inbox_monitor only)
+  int cache_ms = 5000;              // the health summary is read at most this often
+  int refresh_s = 30;               // the page reloads itself
+};
+
 struct Config {
   std::string listen = "127.0.0.1:8080";
   std::string database_url;  // empty: libpq falls back to the PG* environment variables
@@ -93,6 +130,9 @@ struct Config {
   int batch_max_wait_us = 200;
 
   BackfillConfig backfill;
+  AlertsConfig alerts;
+  std::vector<AlertTargetConfig> alert_targets;
+  AdminConfig admin;
 
   std::vector<ProviderConfig> providers;
 
@@ -116,5 +156,8 @@ Config parse_config(const std::string& toml_text, const std::string& source_name
 Config load_config(const std::string& path, EnvPolicy env = EnvPolicy::require, const ProviderCheck& check = {});
 
 bool valid_provider_name(const std::string& name);
+
+// Severity names P0 (most urgent) .. P3 as 0..3; -1 when not one.
+int severity_index(const std::string& s);
 
 }  // namespace inbox

@@ -60,6 +60,16 @@ void Metrics::backfill(const std::string& provider, const std::string& outcome) 
   ++backfill_[{provider, outcome}];
 }
 
+std::pair<std::uint64_t, std::uint64_t> Metrics::answer_counts() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::pair<std::uint64_t, std::uint64_t> out{0, 0};
+  for (const auto& [key, n] : requests_) {
+    out.first += n;
+    if (std::get<2>(key) >= 500) out.second += n;
+  }
+  return out;
+}
+
 std::string Metrics::render() const {
   std::string out;
   out += "# HELP inbox_receiver_requests_total HTTP requests by provider, outcome and status.\n";

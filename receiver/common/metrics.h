@@ -39,6 +39,8 @@ class Metrics {
   // and per listing: listed, list_truncated, list_error.
   void backfill(const std::string& provider, const std::string& outcome);
   std::string render() const;
+  // {answers, of which 5xx} since start (the alert sender's 5xx rate).
+  std::pair<std::uint64_t, std::uint64_t> answer_counts() const;
 
  private:
   mutable std::mutex mu_;

@@ -126,7 +126,8 @@ void Receiver::handle(HttpRequest req, Respond respond, boost::asio::any_io_exec
   }
   if (req.method == "GET" && path == "/healthz") return respond(answer(200, "{\"status\":\"ok\"}", "ops"));
   if (req.method == "GET" && path == "/readyz") return respond(ready());
-  if (req.method == "GET" && path == "/metrics") {
+  // Issue 9: with admin_listen set, /metrics is served there only (docs/alerts.md).
+  if (req.method == "GET" && path == "/metrics" && config_.admin.listen.empty()) {
     HttpResponse res = answer(200, metrics_.render(), "ops");
     res.content_type = "text/plain; version=0.0.4";
     return respond(std::move(res));

@@ -615,6 +615,10 @@ BEGIN
            AND a.resolved_at IS NULL
         RETURNING a.id INTO anomaly;
     END IF;
+    -- Issue 9 (sql/src/73_alerts.sql): the alert row, in this transaction.
+    IF anomaly IS NOT NULL THEN
+        PERFORM inbox._write_alert(anomaly, CASE WHEN started THEN 'firing' ELSE 'resolved' END);
+    END IF;
     RETURN anomaly;
 END
 $$;
