@@ -27,7 +27,8 @@ Elements array_arg(FunctionCallInfo fcinfo, int arg, Oid type, int typlen, bool 
     Elements e{nullptr, nullptr, 0};
     ArrayType *array = PG_GETARG_ARRAYTYPE_P(arg);
     if (ARR_NDIM(array) > 1)
-      ereport(ERROR, (errcode(ERRCODE_ARRAY_SUBSCRIPT_ERROR), errmsg("array must be one-dimensional")));
+      ereport(ERROR,
+              (errcode(ERRCODE_ARRAY_SUBSCRIPT_ERROR), errmsg("array must be one-dimensional")));
     deconstruct_array(array, type, typlen, byval, align, &e.values, &e.nulls, &e.count);
     return e;
   });
@@ -42,11 +43,15 @@ INBOX_SQL_FUNCTION(inbox_check_band) {
   int32 min_samples = PG_GETARG_INT32(2);
   if (e.count > kMaxSamples)
     throw InboxError(ERRCODE_PROGRAM_LIMIT_EXCEEDED, "at most 100000 samples per band");
-  if (min_samples < 1) throw InboxError(ERRCODE_INVALID_PARAMETER_VALUE, "min_samples must be at least 1");
-  double *samples = pg_call([&] { return static_cast<double *>(palloc0(sizeof(double) * (e.count + 1))); });
-  for (int i = 0; i < e.count; ++i) samples[i] = e.nulls[i] ? std::nan("") : DatumGetFloat8(e.values[i]);
+  if (min_samples < 1)
+    throw InboxError(ERRCODE_INVALID_PARAMETER_VALUE, "min_samples must be at least 1");
+  double *samples =
+      pg_call([&] { return static_cast<double *>(palloc0(sizeof(double) * (e.count + 1))); });
+  for (int i = 0; i < e.count; ++i)
+    samples[i] = e.nulls[i] ? std::nan("") : DatumGetFloat8(e.values[i]);
   checks::Band band{};
-  if (!checks::learned_band(samples, static_cast<size_t>(e.count), k, static_cast<size_t>(min_samples), &band))
+  if (!checks::learned_band(samples, static_cast<size_t>(e.count), k,
+                            static_cast<size_t>(min_samples), &band))
     PG_RETURN_NULL();
   return pg_call([&] {
     Datum out[3] = {Float8GetDatum(band.lo), Float8GetDatum(band.hi), Float8GetDatum(band.median)};
@@ -62,9 +67,11 @@ INBOX_SQL_FUNCTION(inbox_check_step) {
   int32 ok_streak = PG_GETARG_INT32(2);
   int32 fire_after = PG_GETARG_INT32(3);
   int32 resolve_after = PG_GETARG_INT32(4);
-  if (e.count > 64) throw InboxError(ERRCODE_PROGRAM_LIMIT_EXCEEDED, "at most 64 recent evaluations");
+  if (e.count > 64)
+    throw InboxError(ERRCODE_PROGRAM_LIMIT_EXCEEDED, "at most 64 recent evaluations");
   if (fire_after < 1 || resolve_after < 1)
-    throw InboxError(ERRCODE_INVALID_PARAMETER_VALUE, "fire_after and resolve_after must be at least 1");
+    throw InboxError(ERRCODE_INVALID_PARAMETER_VALUE,
+                     "fire_after and resolve_after must be at least 1");
   bool recent[64] = {false};
   for (int i = 0; i < e.count; ++i) recent[i] = !e.nulls[i] && DatumGetBool(e.values[i]);
   checks::Transition t = checks::step(was_firing, recent, static_cast<size_t>(e.count),
@@ -91,9 +98,7 @@ INBOX_SQL_FUNCTION(inbox_hist_percentile) {
 }
 
 // inbox._hist_bucket(seconds float8) -> 1..120
-INBOX_SQL_FUNCTION(inbox_hist_bucket) {
-  PG_RETURN_INT32(checks::hist_bucket(PG_GETARG_FLOAT8(0)));
-}
+INBOX_SQL_FUNCTION(inbox_hist_bucket) { PG_RETURN_INT32(checks::hist_bucket(PG_GETARG_FLOAT8(0))); }
 
 // inbox._hist_add(a int[], b int[]) -> bucket-wise sum; a NULL side is empty.
 // The rollups add a histogram per minute and the checks sum windows of
@@ -116,5 +121,6 @@ INBOX_SQL_FUNCTION(inbox_hist_add) {
       throw InboxError(ERRCODE_NUMERIC_VALUE_OUT_OF_RANGE, "histogram bucket out of range");
     sum[i] = Int32GetDatum(static_cast<int32>(x));
   }
-  return pg_call([&] { return PointerGetDatum(construct_array(sum, n, INT4OID, 4, true, TYPALIGN_INT)); });
+  return pg_call(
+      [&] { return PointerGetDatum(construct_array(sum, n, INT4OID, 4, true, TYPALIGN_INT)); });
 }

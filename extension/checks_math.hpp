@@ -29,10 +29,10 @@ double median_in_place(double *values, size_t n) noexcept;
 // The hysteresis step. recent holds the out-of-range flags of the last
 // evaluations, newest last, this one included (at most N of them).
 struct Transition {
-  bool firing;     // state after this evaluation
-  int ok_streak;   // consecutive in-range evaluations, this one included
-  bool started;    // ok -> firing now
-  bool resolved;   // firing -> ok now
+  bool firing;    // state after this evaluation
+  int ok_streak;  // consecutive in-range evaluations, this one included
+  bool started;   // ok -> firing now
+  bool resolved;  // firing -> ok now
 };
 Transition step(bool was_firing, const bool *recent, size_t n_recent, int ok_streak, int fire_after,
                 int resolve_after) noexcept;
