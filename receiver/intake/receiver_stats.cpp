@@ -23,15 +23,6 @@ const PgStatement kStatements[] = {
     {"stats_settle", "SELECT pg_xact_status($1::xid8)"},
 };
 
-std::string iso_minute(std::int64_t unix_s) {
-  std::time_t t = static_cast<std::time_t>(unix_s);
-  std::tm tm{};
-  gmtime_r(&t, &tm);
-  char buf[32];
-  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:00Z", &tm);
-  return buf;
-}
-
 std::int64_t now_unix() { return static_cast<std::int64_t>(std::time(nullptr)); }
 
 }  // namespace
@@ -80,7 +71,7 @@ std::string ReceiverStats::report_json(const Buckets& b) const {
   std::string out = "[";
   for (const auto& [key, counts] : b) {
     if (out.size() > 1) out.push_back(',');
-    out += "{\"provider\":" + json_quote(key.first) + ",\"minute\":\"" + iso_minute(key.second) + "\"";
+    out += "{\"provider\":" + json_quote(key.first) + ",\"minute\":\"" + rfc3339_utc(key.second) + "\"";
     for (std::size_t i = 0; i < kStatCounterCount; ++i)
       if (counts[i]) out += ",\"" + std::string(kCounterNames[i]) + "\":" + std::to_string(counts[i]);
     out.push_back('}');
