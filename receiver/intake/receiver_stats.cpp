@@ -114,7 +114,14 @@ bool ReceiverStats::flush() {
     session_.reset();  // whatever was open is rolled back with the connection
     std::lock_guard<std::mutex> lock(mu_);
     merge_back(in_flight_);
-    log_line("warn", "receiver stats not reported", {{"error", c.message}});
+    // Once per cause, and at most every minute while it lasts (an extension
+    // still at 0.1.0 has no report function: every flush fails alike).
+    auto now = Clock::now();
+    if (c.message != last_error_ || now - last_logged_ > std::chrono::minutes(1)) {
+      log_line("warn", "receiver stats not reported", {{"error", c.message}});
+      last_error_ = c.message;
+      last_logged_ = now;
+    }
     return false;
   };
   PgCall begin = session_.exec("BEGIN", deadline());
@@ -125,6 +132,7 @@ bool ReceiverStats::flush() {
   PgCall commit = session_.exec("COMMIT", deadline());
   if (commit.ok) {
     in_flight_.clear();
+    last_error_.clear();
     return true;
   }
   if (!commit.connection_lost && !commit.sqlstate.empty()) return fail(commit);  // the server said no: rolled back

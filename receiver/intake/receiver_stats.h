@@ -72,6 +72,8 @@ class ReceiverStats {
   std::mutex flush_mu_;
   Buckets in_flight_;
   std::optional<std::string> unsettled_xid_;
+  std::string last_error_;  // what the last failed report said (logged once per cause)
+  std::chrono::steady_clock::time_point last_logged_{};
   std::thread thread_;
 };
 
