@@ -2534,3 +2534,663 @@ REVOKE ALL ON SEQUENCE inbox.alerts_id_seq FROM PUBLIC;
 REVOKE ALL ON FUNCTION inbox.alert_key(text, text, text), inbox._write_alert(bigint, text),
                        inbox.recent_alerts(interval, int), inbox.claim_alert(text, interval),
                        inbox.status_report() FROM PUBLIC;
+
+-- Issue 11 (checks see dead messages): dead outbox messages are counted by
+-- inbox.refresh_stats as provider 'outbox:<topic>', fire outbox_dead_new and
+-- show in inbox.health.
+CREATE INDEX outbox_delivery_dead_idx ON inbox.outbox_delivery (processed_at) WHERE status = 'dead';
+CREATE OR REPLACE FUNCTION inbox.refresh_stats()
+RETURNS jsonb LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    started timestamptz := clock_timestamp();
+    this_minute timestamptz := date_trunc('minute', now());
+    st inbox.stats_state;
+    prev_at timestamptz;
+    low bigint;
+    new_low bigint;
+    hist_low bigint;
+    new_hist bigint;
+    candidates bigint;
+    ref inbox.references;
+    chunk_rows int;
+    chunk_orphans int;
+    chunk_last text;
+    cron_failed int;
+BEGIN
+    IF NOT pg_try_advisory_xact_lock(1885957733, 1) THEN
+        RETURN jsonb_build_object('skipped', 'busy');
+    END IF;
+    SELECT * INTO st FROM inbox.stats_state;
+    IF NOT FOUND THEN
+        -- First refresh: the last hour, read backwards along the primary key.
+        prev_at := now() - interval '1 hour';
+        low := coalesce((SELECT e.id FROM inbox.events e WHERE e.first_received_at < prev_at
+                          ORDER BY e.id DESC LIMIT 1), 0);
+        hist_low := coalesce((SELECT h.id FROM inbox.event_history h WHERE h.recorded_at < prev_at
+                               ORDER BY h.id DESC LIMIT 1), 0);
+    ELSE
+        prev_at := st.refreshed_at;
+        low := st.event_watermark;
+        hist_low := st.history_watermark;
+    END IF;
+
+    -- Every candidate as it is now, beside what it was at the last refresh.
+    -- (Everything later statements need from an event is copied here, read
+    -- once by id: no statement below joins the events table, whatever the
+    -- planner would think of a temp table without statistics.)
+    IF to_regclass('pg_temp.inbox_stats_diff') IS NULL THEN
+        CREATE TEMP TABLE inbox_stats_diff (
+            id bigint, provider text, external_id text, status text, attempts int, delivery_count int,
+            received_at timestamptz, first_received_at timestamptz, processed_at timestamptz,
+            source text, last_error text, payload_md5 text, new_event boolean,
+            body_md5 text, skew float8,
+            s_status text, s_attempts int, s_delivery_count int, s_payload_md5 text
+        ) ON COMMIT DELETE ROWS;
+    END IF;
+    TRUNCATE inbox_stats_diff;
+    INSERT INTO inbox_stats_diff
+    SELECT e.id, e.provider, e.external_id, e.status, e.attempts, e.delivery_count, e.received_at,
+           e.first_received_at, e.processed_at, e.source, e.last_error,
+           CASE WHEN e.status = 'processing' OR s.status = 'processing' THEN md5(e.payload::text) END,
+           s.id IS NULL,
+           -- new events: the body, for replays (64 bytes or more), and the provider's clock
+           CASE WHEN s.id IS NULL AND octet_length(e.payload::text) >= 64 THEN md5(e.payload::text) END,
+           CASE WHEN s.id IS NULL THEN abs(extract(epoch FROM e.first_received_at)
+                                           - inbox._provider_epoch(e.headers, e.payload)) END,
+           s.status, s.attempts, s.delivery_count, s.payload_md5
+      FROM (SELECT c.id FROM inbox.events c WHERE c.id > low
+            UNION SELECT x.id FROM inbox.stats_seen x) ids
+      CROSS JOIN LATERAL (SELECT * FROM inbox.events ev WHERE ev.id = ids.id) e
+      LEFT JOIN inbox.stats_seen s ON s.id = e.id;
+    GET DIAGNOSTICS candidates = ROW_COUNT;
+
+    -- Counters, each added to the minute it happened in.
+    WITH facts AS (
+        SELECT d.provider, date_trunc('minute', d.first_received_at) AS minute,
+               1 AS arrivals, (d.source = 'backfill')::int AS backfilled,
+               0 AS redeliveries, 0 AS claims, 0 AS first_claims, 0 AS processed, 0 AS dead,
+               0 AS payload_changed, NULL::bigint AS max_seq,
+               d.skew,
+               NULL::int AS latency_bucket, NULL::int AS claim_bucket
+          FROM inbox_stats_diff d
+         WHERE d.new_event
+        UNION ALL
+        SELECT d.provider, date_trunc('minute', d.received_at), 0, 0,
+               d.delivery_count - coalesce(d.s_delivery_count, 1), 0, 0, 0, 0,
+               -- processing at the last refresh, re-delivered with another payload since
+               (d.s_status = 'processing' AND d.payload_md5 <> d.s_payload_md5)::int,
+               NULL, NULL, NULL, NULL
+          FROM inbox_stats_diff d
+         WHERE d.delivery_count > coalesce(d.s_delivery_count, 1)
+        UNION ALL
+        SELECT d.provider, this_minute, 0, 0, 0, d.attempts - coalesce(d.s_attempts, 0),
+               (coalesce(d.s_attempts, 0) = 0)::int, 0, 0, 0, NULL, NULL, NULL,
+               CASE WHEN coalesce(d.s_attempts, 0) = 0 THEN inbox._hist_bucket(
+                   least(extract(epoch FROM coalesce(d.processed_at, now()) - d.first_received_at),
+                         greatest(extract(epoch FROM prev_at - d.first_received_at), 0))) END
+          FROM inbox_stats_diff d
+         WHERE d.attempts > coalesce(d.s_attempts, 0)
+        UNION ALL
+        SELECT d.provider, date_trunc('minute', d.processed_at), 0, 0, 0, 0, 0,
+               (d.status = 'done')::int, (d.status = 'dead')::int, 0, NULL, NULL,
+               CASE WHEN d.status = 'done' THEN
+                   inbox._hist_bucket(extract(epoch FROM d.processed_at - d.first_received_at)) END,
+               NULL
+          FROM inbox_stats_diff d
+         WHERE d.status IN ('done', 'dead') AND d.status IS DISTINCT FROM d.s_status
+        UNION ALL
+        SELECT d.provider, date_trunc('minute', d.first_received_at), 0, 0, 0, 0, 0, 0, 0, 0,
+               substr(d.id_text, length(g.prefix) + 1)::bigint, NULL, NULL, NULL
+          FROM (SELECT x.provider, x.first_received_at, x.external_id AS id_text
+                  FROM inbox_stats_diff x WHERE x.new_event) d
+          JOIN (SELECT s.provider, split_part(s.pattern, '{', 1) AS prefix
+                  FROM inbox.gap_sources s WHERE s.kind = 'sequence') g ON g.provider = d.provider
+         WHERE left(d.id_text, length(g.prefix)) = g.prefix
+           AND substr(d.id_text, length(g.prefix) + 1) ~ '^[0-9]{1,18}$'
+    )
+    INSERT INTO inbox.stats_minute AS m
+           (provider, minute, arrivals, backfilled, redeliveries, claims, first_claims, processed,
+            dead, payload_changed, max_seq, skew_max_s, latency_hist, claim_hist)
+    SELECT f.provider, f.minute, sum(f.arrivals), sum(f.backfilled), sum(f.redeliveries),
+           sum(f.claims), sum(f.first_claims), sum(f.processed), sum(f.dead),
+           sum(f.payload_changed), max(f.max_seq), max(f.skew),
+           inbox._hist_of(array_agg(f.latency_bucket) FILTER (WHERE f.latency_bucket IS NOT NULL)),
+           inbox._hist_of(array_agg(f.claim_bucket) FILTER (WHERE f.claim_bucket IS NOT NULL))
+      FROM facts f
+     GROUP BY f.provider, f.minute
+    ON CONFLICT ON CONSTRAINT stats_minute_pkey DO UPDATE
+       SET arrivals = m.arrivals + EXCLUDED.arrivals,
+           backfilled = m.backfilled + EXCLUDED.backfilled,
+           redeliveries = m.redeliveries + EXCLUDED.redeliveries,
+           claims = m.claims + EXCLUDED.claims,
+           first_claims = m.first_claims + EXCLUDED.first_claims,
+           processed = m.processed + EXCLUDED.processed,
+           dead = m.dead + EXCLUDED.dead,
+           payload_changed = m.payload_changed + EXCLUDED.payload_changed,
+           max_seq = greatest(m.max_seq, EXCLUDED.max_seq),
+           skew_max_s = greatest(m.skew_max_s, EXCLUDED.skew_max_s),
+           latency_hist = inbox._hist_add(m.latency_hist, EXCLUDED.latency_hist),
+           claim_hist = inbox._hist_add(m.claim_hist, EXCLUDED.claim_hist);
+
+    -- Replays: new events whose payload another new event of the window has.
+    -- Bodies under 64 bytes ({} from a test button) say nothing: a real
+    -- event body carries its own ids and times.
+    INSERT INTO inbox.stats_minute AS m (provider, minute, replay_suspects)
+    SELECT r.provider, this_minute, sum(r.n - 1)
+      FROM (SELECT d.provider, count(*) AS n FROM inbox_stats_diff d
+             WHERE d.body_md5 IS NOT NULL
+             GROUP BY d.provider, d.body_md5 HAVING count(*) > 1) r
+     GROUP BY r.provider
+    ON CONFLICT ON CONSTRAINT stats_minute_pkey DO UPDATE SET replay_suspects = m.replay_suspects + EXCLUDED.replay_suspects;
+
+    -- Error classes of the attempts that failed in the window.
+    INSERT INTO inbox.error_classes AS c (provider, class, first_seen_at, last_seen_at, seen)
+    SELECT d.provider, inbox._error_class(d.last_error), now(), now(), count(*)
+      FROM inbox_stats_diff d
+     WHERE d.last_error IS NOT NULL AND (d.new_event OR d.attempts <> d.s_attempts OR d.status <> d.s_status)
+     GROUP BY 1, 2
+    ON CONFLICT ON CONSTRAINT error_classes_pkey DO UPDATE SET last_seen_at = now(), seen = c.seen + EXCLUDED.seen;
+
+    -- Reconcile's actions (lease expiries, verify mismatches), by id.
+    new_hist := coalesce((SELECT max(h.id) FROM inbox.event_history h WHERE h.id > hist_low), hist_low);
+    INSERT INTO inbox.stats_minute AS m (provider, minute, lease_expiries, verify_mismatches)
+    SELECT e.provider, date_trunc('minute', h.recorded_at),
+           count(*) FILTER (WHERE h.reason IN ('lease_reclaimed', 'lease_held')),
+           count(*) FILTER (WHERE h.reason = 'verify_mismatch')
+      FROM inbox.event_history h JOIN inbox.events e ON e.id = h.event_id
+     WHERE h.id > hist_low AND h.id <= new_hist
+     GROUP BY 1, 2
+    ON CONFLICT ON CONSTRAINT stats_minute_pkey DO UPDATE
+       SET lease_expiries = m.lease_expiries + EXCLUDED.lease_expiries,
+           verify_mismatches = m.verify_mismatches + EXCLUDED.verify_mismatches;
+
+    -- Tombstones and backfill outcomes of the window, through their time indexes.
+    INSERT INTO inbox.stats_minute AS m (provider, minute, tombstoned, backfill_fetched,
+                                         backfill_not_found, backfill_gave_up)
+    SELECT x.provider, x.minute, sum(x.t), sum(x.f), sum(x.nf), sum(x.g)
+      FROM (SELECT t.provider, date_trunc('minute', t.created_at) AS minute, 1 AS t, 0 AS f, 0 AS nf, 0 AS g
+              FROM inbox.tombstones t WHERE t.created_at > prev_at AND t.created_at <= now()
+            UNION ALL
+            SELECT b.provider, date_trunc('minute', b.finished_at), 0,
+                   (b.status IN ('fetched', 'arrived'))::int, (b.status = 'not_found')::int,
+                   (b.status = 'gave_up')::int
+              FROM inbox.backfill_requests b WHERE b.finished_at > prev_at AND b.finished_at <= now()) x
+     GROUP BY 1, 2
+    ON CONFLICT ON CONSTRAINT stats_minute_pkey DO UPDATE
+       SET tombstoned = m.tombstoned + EXCLUDED.tombstoned,
+           backfill_fetched = m.backfill_fetched + EXCLUDED.backfill_fetched,
+           backfill_not_found = m.backfill_not_found + EXCLUDED.backfill_not_found,
+           backfill_gave_up = m.backfill_gave_up + EXCLUDED.backfill_gave_up;
+
+    -- Effect tables: every event done in the window must have its row.
+    FOR ref IN SELECT * FROM inbox.references r WHERE r.kind = 'effect' ORDER BY r.id LOOP
+        EXECUTE format('INSERT INTO inbox.stats_minute AS m (provider, minute, missing_effects)
+                        SELECT $1, date_trunc(''minute'', d.processed_at), count(*)
+                          FROM inbox_stats_diff d
+                         WHERE d.provider = $1 AND d.status = ''done'' AND d.s_status IS DISTINCT FROM ''done''
+                           AND NOT EXISTS (SELECT 1 FROM %s u WHERE u.%I::text = d.external_id)
+                         GROUP BY 2
+                        ON CONFLICT ON CONSTRAINT stats_minute_pkey DO UPDATE
+                           SET missing_effects = m.missing_effects + EXCLUDED.missing_effects',
+                       ref.rel, ref.col) USING ref.provider;
+    END LOOP;
+
+    -- Reference tables: 10000 values per refresh, in value order, round and round.
+    FOR ref IN SELECT * FROM inbox.references r WHERE r.kind = 'reference' ORDER BY r.id LOOP
+        EXECUTE format('SELECT count(*)::int, count(*) FILTER (WHERE NOT EXISTS (
+                                SELECT 1 FROM inbox.events e WHERE e.provider = $1 AND e.external_id = v.v)
+                              AND NOT EXISTS (SELECT 1 FROM inbox.tombstones t
+                                WHERE t.provider = $1 AND t.external_id = v.v))::int, max(v.v)
+                          FROM (SELECT u.%1$I::text AS v FROM %2$s u
+                                 WHERE u.%1$I IS NOT NULL AND ($2::text IS NULL OR u.%1$I::text > $2)
+                                 ORDER BY u.%1$I::text LIMIT 10000) v', ref.col, ref.rel)
+          INTO chunk_rows, chunk_orphans, chunk_last USING ref.provider, ref.sweep_cursor;
+        IF chunk_rows < 10000 THEN
+            UPDATE inbox.references r SET sweep_cursor = NULL, cycle_orphans = 0,
+                   last_orphans = ref.cycle_orphans + chunk_orphans WHERE r.id = ref.id;
+        ELSE
+            UPDATE inbox.references r SET sweep_cursor = chunk_last,
+                   cycle_orphans = ref.cycle_orphans + chunk_orphans WHERE r.id = ref.id;
+        END IF;
+    END LOOP;
+
+    -- Gauges: one row per provider for this minute, from the open set, the
+    -- unresolved gaps and the reference sweeps.
+    INSERT INTO inbox.stats_minute AS m (provider, minute, backlog, due_unclaimed, oldest_pending_s,
+                                         leases_overdue, held, open_gaps, gaps_past_grace,
+                                         oldest_gap_s, high_seq, orphans)
+    SELECT p.name, this_minute, coalesce(o.backlog, 0), coalesce(o.due_unclaimed, 0), o.oldest_pending_s,
+           coalesce(o.leases_overdue, 0), coalesce(o.held, 0), coalesce(g.open_gaps, 0),
+           coalesce(g.past_grace, 0), g.oldest_gap_s, gs.high_number, r.orphans
+      FROM inbox.providers p
+      LEFT JOIN (SELECT e.provider, count(*) AS backlog,
+                        count(*) FILTER (WHERE e.status = 'pending' AND e.next_attempt_at < now() - interval '5 minutes') AS due_unclaimed,
+                        extract(epoch FROM now() - min(e.first_received_at) FILTER (WHERE e.status = 'pending')) AS oldest_pending_s,
+                        count(*) FILTER (WHERE e.status = 'processing' AND e.lease_expires_at < now() - interval '2 minutes'
+                                           AND pp.on_lease_expiry = 'reclaim') AS leases_overdue,
+                        count(*) FILTER (WHERE e.status = 'processing' AND e.lease_expires_at <= now()
+                                           AND pp.on_lease_expiry = 'hold') AS held
+                   FROM inbox.events e JOIN inbox.providers pp ON pp.name = e.provider
+                  WHERE e.processed_at IS NULL
+                  GROUP BY e.provider) o ON o.provider = p.name
+      LEFT JOIN (SELECT gp.provider, count(*) AS open_gaps,
+                        count(*) FILTER (WHERE gp.first_seen_at < now() - coalesce(src.grace, interval '1 hour')) AS past_grace,
+                        extract(epoch FROM now() - min(gp.first_seen_at)) AS oldest_gap_s
+                   FROM inbox.gaps gp LEFT JOIN inbox.gap_sources src ON src.provider = gp.provider
+                  WHERE gp.status <> 'resolved'
+                  GROUP BY gp.provider) g ON g.provider = p.name
+      LEFT JOIN inbox.gap_sources gs ON gs.provider = p.name AND gs.kind = 'sequence'
+      LEFT JOIN (SELECT rf.provider, sum(greatest(rf.last_orphans, rf.cycle_orphans))::int AS orphans
+                   FROM inbox.references rf WHERE rf.kind = 'reference' GROUP BY rf.provider) r ON r.provider = p.name
+    ON CONFLICT ON CONSTRAINT stats_minute_pkey DO UPDATE
+       SET backlog = EXCLUDED.backlog, due_unclaimed = EXCLUDED.due_unclaimed,
+           oldest_pending_s = EXCLUDED.oldest_pending_s, leases_overdue = EXCLUDED.leases_overdue,
+           held = EXCLUDED.held, open_gaps = EXCLUDED.open_gaps, gaps_past_grace = EXCLUDED.gaps_past_grace,
+           oldest_gap_s = EXCLUDED.oldest_gap_s, high_seq = EXCLUDED.high_seq, orphans = EXCLUDED.orphans;
+
+    -- The next snapshot: open events, and those past the new watermark (ids
+    -- of transactions still in flight are below it only if they have been
+    -- open for over two minutes).
+    new_low := greatest(low, coalesce((SELECT e.id FROM inbox.events e
+                                        WHERE e.id > low AND e.first_received_at < now() - interval '2 minutes'
+                                        ORDER BY e.id DESC LIMIT 1), low));
+    -- DELETE, not TRUNCATE: its lock would queue the refresh behind a pg_dump.
+    DELETE FROM inbox.stats_seen;
+    INSERT INTO inbox.stats_seen (id, status, attempts, delivery_count, payload_md5)
+    SELECT d.id, d.status, d.attempts, d.delivery_count, d.payload_md5
+      FROM inbox_stats_diff d WHERE d.id > new_low
+    UNION
+    SELECT e.id, e.status, e.attempts, e.delivery_count,
+           CASE WHEN e.status = 'processing' THEN md5(e.payload::text) END
+      FROM inbox.events e WHERE e.processed_at IS NULL;
+
+    -- Outbox messages that went dead (issue 11): "dead and visible to the
+    -- checks". The topic is no provider: rows keyed 'outbox:<topic>' (a
+    -- provider name has no colon), read by outbox_dead_new and inbox.health.
+    -- The minutes of the last hour are counted again, not added to: a
+    -- message whose transaction committed after an earlier refresh is
+    -- counted once all the same (a partial index holds dead messages only).
+    INSERT INTO inbox.stats_minute AS m (provider, minute, dead)
+    SELECT 'outbox:' || d.topic, date_trunc('minute', d.processed_at), count(*)
+      FROM inbox.outbox_delivery d
+     WHERE d.status = 'dead' AND d.processed_at >= date_trunc('minute', now() - interval '1 hour')
+     GROUP BY 1, 2
+    ON CONFLICT ON CONSTRAINT stats_minute_pkey DO UPDATE SET dead = EXCLUDED.dead;
+
+    -- The watcher's own health.
+    IF EXISTS (SELECT 1 FROM pg_catalog.pg_extension WHERE extname = 'pg_cron') THEN
+        EXECUTE 'SELECT count(*)::int FROM cron.job_run_details d JOIN cron.job j ON j.jobid = d.jobid
+                  WHERE j.jobname LIKE ''pg\_inbox:%'' AND d.status = ''failed'' AND d.end_time > $1'
+           INTO cron_failed USING prev_at;
+    END IF;
+    INSERT INTO inbox.stats_global AS g (minute, refreshed_at, refresh_ms, last_reconcile_at, last_gap_scan_at,
+                                         cron_failures, dead_tuple_ratio, dead_tuples, vacuum_age_s, xid_age)
+    SELECT this_minute, now(), extract(epoch FROM clock_timestamp() - started) * 1000,
+           (SELECT r.started_at FROM inbox.reconcile_runs r WHERE NOT r.skipped ORDER BY r.started_at DESC LIMIT 1),
+           (SELECT min(s.last_scan_at) FROM inbox.gap_sources s),
+           cron_failed,
+           t.n_dead_tup::float8 / nullif(t.n_live_tup + t.n_dead_tup, 0), t.n_dead_tup,
+           extract(epoch FROM now() - greatest(t.last_vacuum, t.last_autovacuum)),
+           (SELECT age(d.datfrozenxid) FROM pg_catalog.pg_database d WHERE d.datname = current_database())
+      FROM pg_catalog.pg_stat_user_tables t WHERE t.relid = 'inbox.events'::regclass
+    ON CONFLICT ON CONSTRAINT stats_global_pkey DO UPDATE
+       SET refreshed_at = EXCLUDED.refreshed_at, refresh_ms = EXCLUDED.refresh_ms,
+           last_reconcile_at = EXCLUDED.last_reconcile_at, last_gap_scan_at = EXCLUDED.last_gap_scan_at,
+           cron_failures = coalesce(g.cron_failures, 0) + coalesce(EXCLUDED.cron_failures, 0),
+           dead_tuple_ratio = EXCLUDED.dead_tuple_ratio, dead_tuples = EXCLUDED.dead_tuples,
+           vacuum_age_s = EXCLUDED.vacuum_age_s, xid_age = EXCLUDED.xid_age;
+
+    INSERT INTO inbox.stats_state AS s (singleton, refreshed_at, event_watermark, history_watermark)
+    VALUES (true, now(), new_low, new_hist)
+    ON CONFLICT ON CONSTRAINT stats_state_pkey DO UPDATE
+       SET refreshed_at = EXCLUDED.refreshed_at, event_watermark = EXCLUDED.event_watermark,
+           history_watermark = EXCLUDED.history_watermark;
+
+    -- Bounded history: 35 days of minutes (four weeks of bands and a margin).
+    DELETE FROM inbox.stats_minute m WHERE m.minute < now() - interval '35 days';
+    DELETE FROM inbox.stats_global g WHERE g.minute < now() - interval '35 days';
+    DELETE FROM inbox.receiver_stats r WHERE r.minute < now() - interval '35 days';
+
+    RETURN jsonb_build_object('since', prev_at, 'candidates', candidates, 'watermark', new_low,
+                              'elapsed_ms', round((extract(epoch FROM clock_timestamp() - started) * 1000)::numeric, 1));
+END
+$$;
+CREATE OR REPLACE FUNCTION inbox._check_definitions()
+RETURNS TABLE (name text, family text, scope text, severity text, data_loss boolean, side text,
+               mode text, min_value float8, max_value float8, k float8, min_samples int,
+               fire_after int, window_size int, resolve_after int, sample text, unit text,
+               description text)
+LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
+SELECT * FROM (VALUES
+  ('latency_p50', 'latency', 'provider', 'P3', false, 'high', 'fixed', NULL::float8, 60::float8, 4::float8, 12, 2, 3, 3, NULL::text, 's',
+   'median received -> processed of the events done in the last 15 minutes'),
+  ('latency_p95', 'latency', 'provider', 'P2', false, 'high', 'fixed', NULL, 300, 4, 12, 2, 3, 3, NULL, 's',
+   '95th percentile received -> processed, last 15 minutes'),
+  ('latency_p99', 'latency', 'provider', 'P2', false, 'high', 'fixed', NULL, 900, 4, 12, 2, 3, 3, NULL, 's',
+   '99th percentile received -> processed, last 15 minutes'),
+  ('latency_widening', 'latency', 'provider', 'P3', false, 'high', 'fixed', NULL, 3, 4, 12, 2, 3, 3, NULL, 'buckets',
+   'consecutive 5-minute buckets (of the last 30 minutes) whose p95 rose: the early warning'),
+  ('first_claim_delay', 'latency', 'provider', 'P2', false, 'high', 'fixed', NULL, 120, 4, 12, 2, 3, 3, NULL, 's',
+   '95th percentile received -> first claim (a lower bound), last 15 minutes'),
+  ('oldest_pending_age', 'latency', 'provider', 'P2', false, 'high', 'fixed', NULL, 1800, 4, 12, 2, 3, 3, NULL, 's',
+   'age of the oldest pending event'),
+  ('leases_overdue', 'latency', 'provider', 'P2', false, 'high', 'fixed', NULL, 0, 4, 12, 2, 3, 3, NULL, 'events',
+   'leases expired over 2 minutes ago and not reclaimed (reconcile is not running)'),
+  ('backlog_size', 'backlog', 'provider', 'P2', false, 'high', 'fixed', NULL, 10000, 6, 12, 2, 3, 3, 'backlog', 'events',
+   'open (pending and processing) events'),
+  ('backlog_growing', 'backlog', 'provider', 'P2', false, 'high', 'fixed', NULL, 4, 4, 12, 2, 3, 3, NULL, 'refreshes',
+   'consecutive refreshes (last 10 minutes) in which a backlog of over 50 grew: arrivals outpace processing'),
+  ('processing_rate_drop', 'backlog', 'provider', 'P2', false, 'low', 'learned', NULL, NULL, 4, 12, 2, 3, 3, 'processed', 'events',
+   'events processed in the last 15 minutes, below the learned band, while 10 or more wait'),
+  ('claim_starvation', 'backlog', 'provider', 'P2', false, 'high', 'fixed', NULL, 0, 4, 12, 2, 3, 3, NULL, 'events',
+   'pending events due for over 5 minutes and unclaimed while workers claim others'),
+  ('arrivals_low', 'volume', 'provider', 'P2', false, 'low', 'learned', NULL, NULL, 4, 12, 2, 3, 3, 'arrivals', 'events',
+   'new events in the last 15 minutes, below the learned band: provider silent or intake down'),
+  ('arrivals_spike', 'volume', 'provider', 'P3', false, 'high', 'learned', NULL, NULL, 8, 12, 2, 3, 3, 'arrivals', 'events',
+   'new events in the last 15 minutes, above the learned band'),
+  ('provider_silent', 'volume', 'provider', 'P2', false, 'high', 'fixed', NULL, 1.5, 4, 12, 2, 3, 3, NULL, 'ratio',
+   'time since the last arrival over the longest gap of the last 7 days (at least 10 minutes)'),
+  ('deliveries_per_event', 'volume', 'provider', 'P2', false, 'high', 'fixed', NULL, 1.5, 4, 12, 2, 3, 3, NULL, 'ratio',
+   'deliveries (first, re-deliveries, duplicates) per new event, last 15 minutes: a retry storm, are our answers failing?'),
+  ('redeliveries_processed', 'volume', 'provider', 'P3', false, 'high', 'fixed', NULL, 0.2, 4, 12, 2, 3, 3, NULL, 'ratio',
+   're-deliveries of processed events (receiver-reported duplicates) per new event, last 15 minutes'),
+  ('intake_unavailable', 'volume', 'provider', 'P1', false, 'high', 'fixed', NULL, 0.01, 4, 12, 2, 3, 3, NULL, 'ratio',
+   'share of requests the receiver answered 503 (database unavailable), last 15 minutes'),
+  ('refused_bodies', 'volume', 'provider', 'P3', false, 'high', 'fixed', NULL, 10, 4, 12, 2, 3, 3, NULL, 'requests',
+   'bodies the receiver refused (411, 413, 415), last 15 minutes'),
+  ('retry_ratio', 'failure', 'provider', 'P2', false, 'high', 'fixed', NULL, 0.2, 4, 12, 2, 3, 3, NULL, 'ratio',
+   'claims that were retries, last 15 minutes'),
+  ('dead_new', 'failure', 'provider', 'P1', true, 'high', 'fixed', NULL, 0, 4, 12, 2, 3, 3, NULL, 'events',
+   'events that went dead in the last 15 minutes'),
+  ('dead_ratio', 'failure', 'provider', 'P1', true, 'high', 'fixed', NULL, 0.01, 4, 12, 2, 3, 3, NULL, 'ratio',
+   'dead among events finished in the last hour'),
+  ('outbox_dead_new', 'failure', 'global', 'P1', true, 'high', 'fixed', NULL, 0, 4, 12, 1, 3, 3, NULL, 'messages',
+   'outbox messages that went dead in the last 15 minutes, all topics'),
+  ('new_error_class', 'failure', 'provider', 'P3', false, 'high', 'fixed', NULL, 0, 4, 12, 2, 3, 3, NULL, 'classes',
+   'kinds of last_error first seen in the last hour, for a provider with a day of history'),
+  ('lease_expiry_rate', 'failure', 'provider', 'P2', false, 'high', 'fixed', NULL, 0.05, 4, 12, 2, 3, 3, NULL, 'ratio',
+   'leases that expired per claim, last 15 minutes: workers crashing'),
+  ('held_events', 'failure', 'provider', 'P1', true, 'high', 'fixed', NULL, 0, 4, 12, 2, 3, 3, NULL, 'events',
+   'events held after a lease expiry, waiting for a person'),
+  ('gaps_past_grace', 'completeness', 'provider', 'P1', true, 'high', 'fixed', NULL, 0, 4, 12, 2, 3, 3, NULL, 'events',
+   'unresolved gaps older than the source''s grace period'),
+  ('oldest_gap_age', 'completeness', 'provider', 'P2', true, 'high', 'fixed', NULL, 21600, 4, 12, 2, 3, 3, NULL, 's',
+   'age of the oldest unresolved gap'),
+  ('backfill_failures', 'completeness', 'provider', 'P1', true, 'high', 'fixed', NULL, 0, 4, 12, 2, 3, 3, NULL, 'requests',
+   'backfill requests that gave up in the last hour'),
+  ('backfill_not_found_ratio', 'completeness', 'provider', 'P3', false, 'high', 'fixed', NULL, 0.5, 4, 12, 2, 3, 3, NULL, 'ratio',
+   'backfill requests the provider answered not found, of those finished in 24 hours: phantom gaps'),
+  ('sequence_regression', 'completeness', 'provider', 'P2', false, 'high', 'fixed', NULL, 1000, 4, 12, 2, 3, 3, NULL, 'ids',
+   'how far the newest sequence number of the last 15 minutes is below the earlier high mark'),
+  ('sequence_tail_silence', 'completeness', 'provider', 'P2', false, 'high', 'fixed', NULL, 1.5, 4, 12, 2, 3, 3, NULL, 'ratio',
+   'time since the sequence high mark last rose over its longest pause in 7 days (at least 10 minutes)'),
+  ('orphan_references', 'referential', 'provider', 'P1', true, 'high', 'fixed', NULL, 0, 4, 12, 2, 3, 3, NULL, 'rows',
+   'rows of registered reference tables naming an external id with no event'),
+  ('missing_effects', 'referential', 'provider', 'P1', true, 'high', 'fixed', NULL, 0, 4, 12, 2, 3, 3, NULL, 'events',
+   'events done in the last hour with no row in a registered effect table'),
+  ('verify_mismatch', 'referential', 'provider', 'P1', true, 'high', 'fixed', NULL, 0, 4, 12, 2, 3, 3, NULL, 'events',
+   'done events the verify function reported without their effect, last hour'),
+  ('payload_changed_processing', 'integrity', 'provider', 'P2', false, 'high', 'fixed', NULL, 0, 4, 12, 2, 3, 3, NULL, 'events',
+   're-deliveries that changed the payload of an event being processed, last hour'),
+  ('replay_suspect', 'integrity', 'provider', 'P2', false, 'high', 'fixed', NULL, 0, 4, 12, 2, 3, 3, NULL, 'events',
+   'new events with the same body as another new event under a different id, last hour'),
+  ('signature_failure_rate', 'integrity', 'provider', 'P2', false, 'high', 'fixed', NULL, 0.05, 4, 12, 2, 3, 3, NULL, 'ratio',
+   'requests failing signature verification (receiver-reported), last 15 minutes'),
+  ('timestamp_skew', 'integrity', 'provider', 'P3', false, 'high', 'fixed', NULL, 300, 4, 12, 2, 3, 3, NULL, 's',
+   'largest |provider timestamp - received_at| of new events, last 15 minutes'),
+  ('stats_stale', 'watcher', 'global', 'P1', false, 'high', 'fixed', NULL, 180, 4, 12, 1, 1, 2, NULL, 's',
+   'time since the last inbox.refresh_stats(): the checks are reading old numbers'),
+  ('reconcile_stale', 'watcher', 'global', 'P2', false, 'high', 'fixed', NULL, 600, 4, 12, 2, 3, 3, NULL, 's',
+   'time since the last reconciliation pass'),
+  ('gap_scan_stale', 'watcher', 'global', 'P2', false, 'high', 'fixed', NULL, 1800, 4, 12, 2, 3, 3, NULL, 's',
+   'time since the stalest gap scan of a provider with an id source'),
+  ('cron_failing', 'watcher', 'global', 'P1', false, 'high', 'fixed', NULL, 0, 4, 12, 2, 3, 3, NULL, 'runs',
+   'failed pg_cron runs of the pg_inbox jobs, last 15 minutes'),
+  ('events_dead_tuples', 'watcher', 'global', 'P3', false, 'high', 'fixed', NULL, 0.2, 4, 12, 2, 3, 3, NULL, 'ratio',
+   'dead tuples of inbox.events (when over 10000)'),
+  ('autovacuum_lag', 'watcher', 'global', 'P3', false, 'high', 'fixed', NULL, 3600, 4, 12, 2, 3, 3, NULL, 's',
+   'time since inbox.events was last vacuumed, while it holds over 10000 dead tuples'),
+  ('xid_age', 'watcher', 'global', 'P1', false, 'high', 'fixed', NULL, 1000000000, 4, 12, 2, 3, 3, NULL, 'xids',
+   'transaction id age of the database (wraparound at 2 billion)')
+) AS d (name, family, scope, severity, data_loss, side, mode, min_value, max_value, k, min_samples,
+        fire_after, window_size, resolve_after, sample, unit, description)
+$$;
+CREATE OR REPLACE FUNCTION inbox._check_values(as_of timestamptz)
+RETURNS TABLE (check_name text, provider text, value float8, quiet boolean)
+LANGUAGE plpgsql STABLE SET search_path = pg_catalog, pg_temp AS $$
+#variable_conflict use_column
+DECLARE
+    t0 timestamptz := date_trunc('minute', as_of);
+    refreshed timestamptz := (SELECT max(s.refreshed_at) FROM inbox.stats_global s WHERE s.minute <= t0);
+    -- Stale rollups say nothing about now: every check but stats_stale has
+    -- no data, rather than reading silence into a refresh that did not run.
+    stale boolean := refreshed IS NOT NULL AND extract(epoch FROM as_of - refreshed) >
+                     (SELECT c.max_value FROM inbox._check_configs() c WHERE c.name = 'stats_stale' AND c.provider = '*');
+BEGIN
+    RETURN QUERY
+    WITH w15 AS (
+        SELECT s.provider, sum(s.arrivals) AS arrivals, sum(s.redeliveries) AS redeliveries,
+               sum(s.claims) AS claims, sum(s.first_claims) AS first_claims, sum(s.processed) AS processed,
+               sum(s.dead) AS dead, sum(s.lease_expiries) AS lease_expiries, max(s.max_seq) AS max_seq,
+               max(s.skew_max_s) AS skew, inbox._hist_sum(s.latency_hist) AS lat,
+               inbox._hist_sum(s.claim_hist) AS claim
+          FROM inbox.stats_minute s WHERE s.minute >= t0 - interval '15 minutes' AND s.minute < t0
+         GROUP BY s.provider
+    ), w60 AS (
+        SELECT s.provider, sum(s.processed) AS processed, sum(s.dead) AS dead,
+               sum(s.backfill_gave_up) AS gave_up, sum(s.verify_mismatches) AS verify_mismatches,
+               sum(s.payload_changed) AS payload_changed, sum(s.replay_suspects) AS replays,
+               sum(s.missing_effects) AS missing_effects
+          FROM inbox.stats_minute s WHERE s.minute >= t0 - interval '60 minutes' AND s.minute <= t0
+         GROUP BY s.provider
+    ), w24h AS (
+        SELECT s.provider, sum(s.backfill_fetched) AS fetched, sum(s.backfill_not_found) AS not_found,
+               sum(s.backfill_gave_up) AS gave_up, min(s.minute) AS first_minute
+          FROM inbox.stats_minute s WHERE s.minute >= t0 - interval '24 hours' AND s.minute <= t0
+         GROUP BY s.provider
+    ), gauge AS (
+        SELECT DISTINCT ON (s.provider) s.* FROM inbox.stats_minute s
+         WHERE s.minute <= t0 AND s.minute > t0 - interval '10 minutes' AND s.backlog IS NOT NULL
+         ORDER BY s.provider, s.minute DESC
+    ), growth AS (
+        -- consecutive rises of a backlog over 50, newest first
+        SELECT x.provider, coalesce(min(x.rn) FILTER (WHERE NOT x.rose) - 1, max(x.rn)) AS rises
+          FROM (SELECT s.provider, row_number() OVER (PARTITION BY s.provider ORDER BY s.minute DESC) AS rn,
+                       coalesce(s.backlog > 50 AND s.backlog > lag(s.backlog) OVER (PARTITION BY s.provider ORDER BY s.minute), false) AS rose
+                  FROM inbox.stats_minute s
+                 WHERE s.minute > t0 - interval '10 minutes' AND s.minute <= t0 AND s.backlog IS NOT NULL) x
+         GROUP BY x.provider
+    ), widening AS (
+        -- consecutive rises of the 5-minute p95, newest first, over 30 minutes
+        SELECT y.provider, coalesce(min(y.rn) FILTER (WHERE NOT y.rose) - 1, max(y.rn)) AS rises
+          FROM (SELECT b.provider, row_number() OVER (PARTITION BY b.provider ORDER BY b.bucket DESC) AS rn,
+                       coalesce(b.p95 > lag(b.p95) OVER (PARTITION BY b.provider ORDER BY b.bucket), false) AS rose
+                  FROM (SELECT s.provider, floor(extract(epoch FROM s.minute) / 300) AS bucket,
+                               inbox._hist_percentile(inbox._hist_sum(s.latency_hist), 0.95) AS p95
+                          FROM inbox.stats_minute s
+                         WHERE s.minute >= t0 - interval '30 minutes' AND s.minute < t0
+                           AND s.latency_hist IS NOT NULL
+                         GROUP BY 1, 2) b) y
+         GROUP BY y.provider
+    ), silence AS (
+        -- the last arrival, and the first minute the sequence high mark
+        -- reached its present value: index reads, however long the history
+        SELECT p.name AS provider,
+               (SELECT max(s.minute) FROM inbox.stats_minute s
+                 WHERE s.provider = p.name AND s.arrivals > 0
+                   AND s.minute <= t0 AND s.minute >= t0 - interval '7 days') AS last_arrival,
+               CASE WHEN src.kind = 'sequence' THEN
+                 (SELECT min(s.minute) FROM inbox.stats_minute s
+                   WHERE s.provider = p.name AND s.minute <= t0 AND s.minute >= t0 - interval '7 days'
+                     AND s.max_seq = (SELECT max(s2.max_seq) FROM inbox.stats_minute s2
+                                       WHERE s2.provider = p.name AND s2.minute <= t0
+                                         AND s2.minute >= t0 - interval '7 days')) END AS last_rise,
+               -- the high mark is a running maximum: its last sample before the window
+               CASE WHEN src.kind = 'sequence' THEN
+                 (SELECT s.high_seq FROM inbox.stats_minute s
+                   WHERE s.provider = p.name AND s.high_seq IS NOT NULL AND s.minute < t0 - interval '15 minutes'
+                     AND s.minute >= t0 - interval '1 day' ORDER BY s.minute DESC LIMIT 1) END AS earlier_high,
+               (SELECT min(s.minute) FROM inbox.stats_minute s
+                 WHERE s.provider = p.name AND s.minute >= t0 - interval '35 days') AS first_minute
+          FROM inbox.providers p LEFT JOIN inbox.gap_sources src ON src.provider = p.name
+    ), errors AS (
+        SELECT c.provider, count(*) FILTER (WHERE c.first_seen_at > as_of - interval '1 hour' AND c.first_seen_at <= as_of) AS fresh
+          FROM inbox.error_classes c GROUP BY c.provider
+    ), rx AS (
+        SELECT r.provider, sum(r.requests_2xx + r.requests_4xx + r.requests_5xx) AS requests,
+               sum(r.signature_failures) AS sig, sum(r.refused_bodies) AS refused,
+               sum(r.db_unavailable) AS unavailable, sum(r.duplicates) AS duplicates
+          FROM inbox.receiver_stats r WHERE r.minute >= t0 - interval '15 minutes' AND r.minute < t0
+         GROUP BY r.provider
+    ), claims_any AS (
+        SELECT coalesce(sum(s.claims), 0) AS claims FROM inbox.stats_minute s
+         WHERE s.minute >= t0 - interval '5 minutes' AND s.minute <= t0
+    ), refs AS (
+        SELECT rf.provider, bool_or(rf.kind = 'reference') AS has_reference, bool_or(rf.kind = 'effect') AS has_effect
+          FROM inbox.references rf GROUP BY rf.provider
+    )
+    SELECT v.check_name, p.name, CASE WHEN NOT stale THEN v.value::float8 END, coalesce(v.quiet, false)
+      FROM inbox.providers p
+      LEFT JOIN w15 ON w15.provider = p.name
+      LEFT JOIN w60 ON w60.provider = p.name
+      LEFT JOIN w24h ON w24h.provider = p.name
+      LEFT JOIN gauge g ON g.provider = p.name
+      LEFT JOIN growth gr ON gr.provider = p.name
+      LEFT JOIN widening wd ON wd.provider = p.name
+      LEFT JOIN silence si ON si.provider = p.name
+      LEFT JOIN errors er ON er.provider = p.name
+      LEFT JOIN rx ON rx.provider = p.name
+      LEFT JOIN refs rf ON rf.provider = p.name
+      LEFT JOIN inbox.gap_sources src ON src.provider = p.name
+      CROSS JOIN claims_any ca
+      CROSS JOIN LATERAL (VALUES
+        ('latency_p50', inbox._hist_percentile(w15.lat, 0.5), NULL::boolean),
+        ('latency_p95', inbox._hist_percentile(w15.lat, 0.95), NULL),
+        ('latency_p99', inbox._hist_percentile(w15.lat, 0.99), NULL),
+        ('latency_widening', wd.rises::float8, NULL),
+        ('first_claim_delay', inbox._hist_percentile(w15.claim, 0.95), NULL),
+        ('oldest_pending_age', CASE WHEN g.provider IS NOT NULL THEN coalesce(g.oldest_pending_s, 0) END, NULL),
+        ('leases_overdue', g.leases_overdue::float8, NULL),
+        ('backlog_size', g.backlog::float8, NULL),
+        ('backlog_growing', gr.rises::float8, NULL),
+        ('processing_rate_drop', coalesce(w15.processed, 0)::float8, coalesce(g.backlog, 0) < 10),
+        ('claim_starvation', g.due_unclaimed::float8, ca.claims = 0),
+        ('arrivals_low', CASE WHEN si.first_minute IS NOT NULL THEN coalesce(w15.arrivals, 0) END::float8, NULL),
+        ('arrivals_spike', CASE WHEN si.first_minute IS NOT NULL THEN coalesce(w15.arrivals, 0) END::float8, NULL),
+        ('provider_silent', inbox._silence_ratio(p.name, 'arrivals', as_of, si.last_arrival), NULL),
+        ('deliveries_per_event', (coalesce(w15.arrivals, 0) + coalesce(w15.redeliveries, 0) + coalesce(rx.duplicates, 0))::float8
+                                 / nullif(w15.arrivals, 0), coalesce(w15.arrivals, 0) < 20),
+        ('redeliveries_processed', coalesce(rx.duplicates, 0)::float8 / greatest(w15.arrivals, 1),
+                                   coalesce(rx.duplicates, 0) + coalesce(w15.arrivals, 0) < 20),
+        ('intake_unavailable', rx.unavailable::float8 / nullif(rx.requests, 0), coalesce(rx.requests, 0) < 20),
+        ('refused_bodies', coalesce(rx.refused, 0)::float8, NULL),
+        ('retry_ratio', (w15.claims - w15.first_claims)::float8 / nullif(w15.claims, 0), coalesce(w15.claims, 0) < 20),
+        ('dead_new', coalesce(w15.dead, 0)::float8, NULL),
+        ('dead_ratio', w60.dead::float8 / nullif(w60.processed + w60.dead, 0), coalesce(w60.processed + w60.dead, 0) < 20),
+        ('new_error_class', coalesce(er.fresh, 0)::float8, si.first_minute IS NULL OR si.first_minute > as_of - interval '1 day'),
+        ('lease_expiry_rate', w15.lease_expiries::float8 / nullif(w15.claims, 0), coalesce(w15.claims, 0) < 20),
+        ('held_events', g.held::float8, NULL),
+        ('gaps_past_grace', g.gaps_past_grace::float8, NULL),
+        ('oldest_gap_age', CASE WHEN g.provider IS NOT NULL THEN coalesce(g.oldest_gap_s, 0) END, NULL),
+        ('backfill_failures', coalesce(w60.gave_up, 0)::float8, NULL),
+        ('backfill_not_found_ratio', w24h.not_found::float8 / nullif(w24h.fetched + w24h.not_found + w24h.gave_up, 0),
+                                     coalesce(w24h.fetched + w24h.not_found + w24h.gave_up, 0) < 10),
+        ('sequence_regression', CASE WHEN src.kind = 'sequence' AND w15.max_seq IS NOT NULL
+                                     THEN greatest(coalesce(si.earlier_high, 0) - w15.max_seq, 0) END::float8,
+                                NULL),
+        ('sequence_tail_silence', CASE WHEN src.kind = 'sequence' THEN
+                                       inbox._silence_ratio(p.name, 'sequence', as_of, si.last_rise) END, NULL),
+        ('orphan_references', CASE WHEN rf.has_reference THEN coalesce(g.orphans, 0) END::float8, NULL),
+        ('missing_effects', CASE WHEN rf.has_effect THEN coalesce(w60.missing_effects, 0) END::float8, NULL),
+        ('verify_mismatch', coalesce(w60.verify_mismatches, 0)::float8, NULL),
+        ('payload_changed_processing', coalesce(w60.payload_changed, 0)::float8, NULL),
+        ('replay_suspect', coalesce(w60.replays, 0)::float8, NULL),
+        ('signature_failure_rate', rx.sig::float8 / nullif(rx.requests, 0), coalesce(rx.requests, 0) < 20),
+        ('timestamp_skew', w15.skew, NULL)
+      ) AS v (check_name, value, quiet)
+    UNION ALL
+    SELECT v.check_name, '*', CASE WHEN NOT stale OR v.check_name = 'stats_stale' THEN v.value::float8 END,
+           coalesce(v.quiet, false)
+      FROM (SELECT refreshed AS refreshed_at,
+                   (SELECT sum(s.cron_failures) FROM inbox.stats_global s
+                     WHERE s.minute >= t0 - interval '15 minutes' AND s.minute <= t0) AS cron_failures,
+                   (SELECT bool_or(s.cron_failures IS NOT NULL) FROM inbox.stats_global s
+                     WHERE s.minute >= t0 - interval '15 minutes' AND s.minute <= t0) AS has_cron,
+                   (SELECT s FROM inbox.stats_global s WHERE s.minute <= t0 ORDER BY s.minute DESC LIMIT 1) AS last,
+                   EXISTS (SELECT 1 FROM inbox.gap_sources) AS has_sources,
+                   (SELECT coalesce(sum(s.dead), 0) FROM inbox.stats_minute s
+                     WHERE s.provider LIKE 'outbox:%' AND s.minute >= t0 - interval '15 minutes'
+                       AND s.minute < t0) AS outbox_dead) gl
+      CROSS JOIN LATERAL (VALUES
+        ('stats_stale', extract(epoch FROM as_of - gl.refreshed_at)::float8, NULL::boolean),
+        ('reconcile_stale', extract(epoch FROM as_of - (gl.last).last_reconcile_at)::float8, NULL),
+        ('gap_scan_stale', CASE WHEN gl.has_sources THEN
+                                extract(epoch FROM as_of - coalesce((gl.last).last_gap_scan_at, '-infinity'))::float8 END, NULL),
+        ('cron_failing', CASE WHEN gl.has_cron THEN gl.cron_failures::float8 END, NULL),
+        ('events_dead_tuples', (gl.last).dead_tuple_ratio, coalesce((gl.last).dead_tuples, 0) < 10000),
+        ('autovacuum_lag', coalesce((gl.last).vacuum_age_s, 'Infinity'::float8), coalesce((gl.last).dead_tuples, 0) < 10000),
+        ('xid_age', (gl.last).xid_age::float8, NULL),
+        ('outbox_dead_new', gl.outbox_dead::float8, NULL)
+      ) AS v (check_name, value, quiet);
+END
+$$;
+CREATE OR REPLACE VIEW inbox.health AS
+WITH gauge AS (
+    SELECT DISTINCT ON (s.provider) s.provider, s.backlog, s.oldest_pending_s, s.held, s.open_gaps,
+           s.gaps_past_grace, s.oldest_gap_s
+      FROM inbox.stats_minute s
+     WHERE s.backlog IS NOT NULL AND s.minute > now() - interval '1 day'
+     ORDER BY s.provider, s.minute DESC
+), dead AS (
+    SELECT s.provider, sum(s.dead) AS dead FROM inbox.stats_minute s
+     WHERE s.minute > now() - interval '24 hours' GROUP BY s.provider
+), firing AS (
+    SELECT a.provider, array_agg(a.check_name ORDER BY a.check_name) AS checks, bool_or(a.data_loss) AS loss
+      FROM inbox.anomalies a WHERE a.resolved_at IS NULL GROUP BY a.provider
+), refreshed AS (
+    SELECT max(st.refreshed_at) AS at FROM inbox.stats_state st
+), reconciled AS (
+    SELECT r.started_at AS at FROM inbox.reconcile_runs r WHERE NOT r.skipped ORDER BY r.started_at DESC LIMIT 1
+), facts AS (
+    SELECT p.name AS provider, g.backlog, g.oldest_pending_s, coalesce(g.held, 0) AS held,
+           coalesce(g.open_gaps, 0) AS open_gaps, coalesce(g.gaps_past_grace, 0) AS gaps_past_grace,
+           g.oldest_gap_s, coalesce(d.dead, 0) AS dead_24h, coalesce(f.loss, false) AS loss,
+           coalesce(f.checks, '{}') || coalesce(fg.checks, '{}') AS firing_checks,
+           refreshed.at AS stats_refreshed_at,
+           refreshed.at IS NULL OR refreshed.at < now() - interval '3 minutes' AS stale,
+           (SELECT rc.at FROM reconciled rc) AS last_reconcile_at, src.last_scan_at AS last_gap_scan_at
+      FROM (SELECT pr.name FROM inbox.providers pr
+            -- outbox topics whose messages went dead (issue 11), as 'outbox:<topic>'
+            UNION SELECT s.provider FROM inbox.stats_minute s
+             WHERE s.provider LIKE 'outbox:%' AND s.dead > 0 AND s.minute > now() - interval '24 hours') p
+      LEFT JOIN gauge g ON g.provider = p.name
+      LEFT JOIN dead d ON d.provider = p.name
+      LEFT JOIN firing f ON f.provider = p.name
+      LEFT JOIN firing fg ON fg.provider = '*'
+      LEFT JOIN inbox.gap_sources src ON src.provider = p.name
+      CROSS JOIN refreshed
+)
+SELECT x.provider,
+       CASE WHEN x.loss OR x.gaps_past_grace > 0 OR x.held > 0 OR x.dead_24h > 0 THEN 'losing'
+            WHEN cardinality(x.firing_checks) > 0 OR x.stale THEN 'degraded'
+            ELSE 'ok' END AS verdict,
+       array_remove(ARRAY[
+           CASE WHEN x.loss THEN 'a data-loss check is firing' END,
+           CASE WHEN x.gaps_past_grace > 0 THEN x.gaps_past_grace || ' gaps past their grace period' END,
+           CASE WHEN x.held > 0 THEN x.held || ' events held for a person' END,
+           CASE WHEN x.dead_24h > 0 THEN x.dead_24h || ' events went dead in 24 hours' END,
+           CASE WHEN cardinality(x.firing_checks) > 0 AND NOT x.loss THEN 'checks firing' END,
+           CASE WHEN x.stats_refreshed_at IS NULL THEN 'statistics never refreshed: schedule inbox.refresh_stats'
+                WHEN x.stale THEN 'statistics are stale' END], NULL) AS reasons,
+       x.firing_checks,
+       x.backlog,
+       make_interval(secs => x.oldest_pending_s) AS oldest_pending_age,
+       x.held,
+       x.dead_24h,
+       x.open_gaps,
+       x.gaps_past_grace,
+       make_interval(secs => x.oldest_gap_s) AS oldest_gap_age,
+       x.last_reconcile_at,
+       x.last_gap_scan_at,
+       x.stats_refreshed_at
+  FROM facts x;

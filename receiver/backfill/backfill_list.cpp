@@ -1,20 +1,12 @@
 #include "backfill/backfill_list.h"
 
-#include <ctime>
-
 #include "common/json_util.h"
 #include "common/log.h"
 
 namespace inbox {
 
 std::string format_list_time(std::int64_t unix_s, const std::string& format) {
-  if (format != "rfc3339") return std::to_string(unix_s);
-  std::time_t t = static_cast<std::time_t>(unix_s);
-  std::tm tm{};
-  gmtime_r(&t, &tm);
-  char buf[32];
-  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
-  return buf;
+  return format == "rfc3339" ? rfc3339_utc(unix_s) : std::to_string(unix_s);
 }
 
 std::string list_page_path(const std::string& path_template, const std::string& from, const std::string& to,

@@ -475,7 +475,7 @@ Config parse_config(const std::string& toml_text, const std::string& source_name
   collect([&] {
   if (const toml::table* d = get_table(root, "database")) {
     reject_unknown_keys(*d, {"pool_size", "connect_timeout_s", "statement_timeout_ms",
-                             "deadline_ms", "retry_after_s", "max_queued_bytes"},
+                             "deadline_ms", "retry_after_s", "max_queued_bytes", "stats_interval_ms"},
                         "[database]");
     c.pool_size = get_int(*d, "pool_size", "[database]", c.pool_size, 1, 256);
     c.connect_timeout_s =
@@ -484,6 +484,9 @@ Config parse_config(const std::string& toml_text, const std::string& source_name
         get_int(*d, "statement_timeout_ms", "[database]", c.statement_timeout_ms, 0, 600000);
     c.deadline_ms = get_int(*d, "deadline_ms", "[database]", c.deadline_ms, 10, 600000);
     c.retry_after_s = get_int(*d, "retry_after_s", "[database]", c.retry_after_s, 1, 3600);
+    c.stats_interval_ms = get_int(*d, "stats_interval_ms", "[database]", c.stats_interval_ms, 0, 3600000);
+    if (c.stats_interval_ms > 0 && c.stats_interval_ms < 100)
+      throw ConfigError("[database] stats_interval_ms must be 0 (off) or at least 100");
     c.max_queued_bytes = static_cast<std::size_t>(
         get_int(*d, "max_queued_bytes", "[database]", static_cast<int>(c.max_queued_bytes), 1 << 16, 1 << 30));
   }

@@ -123,6 +123,7 @@ struct Config {
   int deadline_ms = 5000;  // not committed by then: answer 503
   int retry_after_s = 5;   // Retry-After on 503
   std::size_t max_queued_bytes = 64 << 20;  // events waiting for a commit; past it: 503 at once
+  int stats_interval_ms = 5000;  // counters to inbox.report_receiver_stats at most this often; 0: off
 
   // [batching]
   bool batching = true;  // false: one transaction per request (benchmark baseline)

@@ -4,6 +4,7 @@
 
 #include "common/headers.h"
 
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -16,6 +17,9 @@ bool is_valid_utf8(std::string_view s);
 // `s` as a quoted JSON string; control characters, quotes and backslashes escaped.
 // The caller must have checked the input is valid UTF-8.
 std::string json_quote(std::string_view s);
+
+// A unix time as RFC 3339 in UTC, whole seconds: "2025-11-30T14:00:00Z".
+std::string rfc3339_utc(std::int64_t unix_s);
 
 // Full validation (simdjson DOM), the same strictness as Postgres' jsonb input.
 bool is_valid_json(std::string_view s);

@@ -70,6 +70,8 @@ Receiver::Receiver(Config config, UnixClock clock)
     gco.max_wait = std::chrono::microseconds(0);
   }
   group_commit_ = std::make_unique<GroupCommit>(pool_, metrics_, gco);
+  stats_ = std::make_unique<ReceiverStats>(
+      db_settings_for(config_, config_.database_url, "inbox-receiver-stats"), config_.stats_interval_ms);
 
   auto [host, port] = split_listen(config_.listen);
   ListenerOptions lo;
@@ -104,7 +106,10 @@ int Receiver::bind() {
 
 int Receiver::start() {
   bind();
-  if (!started_) listener_->start();
+  if (!started_) {
+    listener_->start();
+    stats_->start();
+  }
   started_ = true;
   return port_;
 }
@@ -114,6 +119,7 @@ void Receiver::stop() {
   stopped_ = true;
   listener_->stop(config_.drain_ms);  // in-flight requests are answered first
   group_commit_->stop();
+  stats_->stop();  // after the last answers: their counts go in its last flush
 }
 
 void Receiver::handle(HttpRequest req, Respond respond, boost::asio::any_io_executor executor) {
@@ -213,6 +219,15 @@ HttpResponse Receiver::ready() {
   return res;
 }
 
+std::string Receiver::provider_of(const std::string& path, const HttpResponse& res) const {
+  if (providers_.count(res.provider)) return res.provider;  // "-" before routing
+  // Refused before routing (411, 413, 415...): the path names the provider.
+  static const std::string kWebhooks = "/webhooks/";
+  if (path.compare(0, kWebhooks.size(), kWebhooks) != 0) return {};
+  std::string name = path.substr(kWebhooks.size());
+  return providers_.count(name) ? name : std::string();
+}
+
 void Receiver::answered(const HttpRequest& req, const HttpResponse& res, double seconds) {
   const std::string path = path_of(req.target);
   if (path == "/metrics" || path == "/healthz" || path == "/readyz") {
@@ -222,6 +237,7 @@ void Receiver::answered(const HttpRequest& req, const HttpResponse& res, double 
   }
   std::string outcome = res.outcome.empty() ? "error" : res.outcome;
   metrics_.request(res.provider, outcome, res.status, seconds);
+  stats_->answered(provider_of(path, res), res.status, outcome);
   if (!request_logging()) return;
   std::vector<LogField> f = {{"method", req.method},
                              {"path", is_valid_utf8(path) ? path : "(not UTF-8)"},

@@ -15,6 +15,7 @@
 #include "intake/group_commit.h"
 #include "intake/http_listener.h"
 #include "intake/providers/provider.h"
+#include "intake/receiver_stats.h"
 
 namespace inbox {
 
@@ -39,6 +40,7 @@ class Receiver : public HttpHandler {
 
   int port() const { return port_; }
   Metrics& metrics() { return metrics_; }
+  ReceiverStats& stats() { return *stats_; }
 
   void handle(HttpRequest req, Respond respond, boost::asio::any_io_executor executor) override;
   void answered(const HttpRequest& req, const HttpResponse& res, double seconds) override;
@@ -47,6 +49,8 @@ class Receiver : public HttpHandler {
   void handle_webhook(const std::string& name, HttpRequest& req, Respond& respond,
                       boost::asio::any_io_executor executor);
   HttpResponse ready();
+  // The configured provider a webhook answer belongs to, or empty.
+  std::string provider_of(const std::string& path, const HttpResponse& res) const;
 
   Config config_;
   UnixClock clock_;
@@ -54,6 +58,7 @@ class Receiver : public HttpHandler {
   std::map<std::string, std::unique_ptr<Provider>> providers_;
   DbPool pool_;
   std::unique_ptr<GroupCommit> group_commit_;
+  std::unique_ptr<ReceiverStats> stats_;
   std::unique_ptr<HttpListener> listener_;
   int port_ = 0;
   bool started_ = false;

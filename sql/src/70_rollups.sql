@@ -548,6 +548,19 @@ BEGIN
            CASE WHEN e.status = 'processing' THEN md5(e.payload::text) END
       FROM inbox.events e WHERE e.processed_at IS NULL;
 
+    -- Outbox messages that went dead (issue 11): "dead and visible to the
+    -- checks". The topic is no provider: rows keyed 'outbox:<topic>' (a
+    -- provider name has no colon), read by outbox_dead_new and inbox.health.
+    -- The minutes of the last hour are counted again, not added to: a
+    -- message whose transaction committed after an earlier refresh is
+    -- counted once all the same (a partial index holds dead messages only).
+    INSERT INTO inbox.stats_minute AS m (provider, minute, dead)
+    SELECT 'outbox:' || d.topic, date_trunc('minute', d.processed_at), count(*)
+      FROM inbox.outbox_delivery d
+     WHERE d.status = 'dead' AND d.processed_at >= date_trunc('minute', now() - interval '1 hour')
+     GROUP BY 1, 2
+    ON CONFLICT ON CONSTRAINT stats_minute_pkey DO UPDATE SET dead = EXCLUDED.dead;
+
     -- The watcher's own health.
     IF EXISTS (SELECT 1 FROM pg_catalog.pg_extension WHERE extname = 'pg_cron') THEN
         EXECUTE 'SELECT count(*)::int FROM cron.job_run_details d JOIN cron.job j ON j.jobid = d.jobid

@@ -59,6 +59,8 @@ SELECT * FROM (VALUES
    'events that went dead in the last 15 minutes'),
   ('dead_ratio', 'failure', 'provider', 'P1', true, 'high', 'fixed', NULL, 0.01, 4, 12, 2, 3, 3, NULL, 'ratio',
    'dead among events finished in the last hour'),
+  ('outbox_dead_new', 'failure', 'global', 'P1', true, 'high', 'fixed', NULL, 0, 4, 12, 1, 3, 3, NULL, 'messages',
+   'outbox messages that went dead in the last 15 minutes, all topics'),
   ('new_error_class', 'failure', 'provider', 'P3', false, 'high', 'fixed', NULL, 0, 4, 12, 2, 3, 3, NULL, 'classes',
    'kinds of last_error first seen in the last hour, for a provider with a day of history'),
   ('lease_expiry_rate', 'failure', 'provider', 'P2', false, 'high', 'fixed', NULL, 0.05, 4, 12, 2, 3, 3, NULL, 'ratio',
@@ -575,7 +577,10 @@ BEGIN
                    (SELECT bool_or(s.cron_failures IS NOT NULL) FROM inbox.stats_global s
                      WHERE s.minute >= t0 - interval '15 minutes' AND s.minute <= t0) AS has_cron,
                    (SELECT s FROM inbox.stats_global s WHERE s.minute <= t0 ORDER BY s.minute DESC LIMIT 1) AS last,
-                   EXISTS (SELECT 1 FROM inbox.gap_sources) AS has_sources) gl
+                   EXISTS (SELECT 1 FROM inbox.gap_sources) AS has_sources,
+                   (SELECT coalesce(sum(s.dead), 0) FROM inbox.stats_minute s
+                     WHERE s.provider LIKE 'outbox:%' AND s.minute >= t0 - interval '15 minutes'
+                       AND s.minute < t0) AS outbox_dead) gl
       CROSS JOIN LATERAL (VALUES
         ('stats_stale', extract(epoch FROM as_of - gl.refreshed_at)::float8, NULL::boolean),
         ('reconcile_stale', extract(epoch FROM as_of - (gl.last).last_reconcile_at)::float8, NULL),
@@ -584,7 +589,8 @@ BEGIN
         ('cron_failing', CASE WHEN gl.has_cron THEN gl.cron_failures::float8 END, NULL),
         ('events_dead_tuples', (gl.last).dead_tuple_ratio, coalesce((gl.last).dead_tuples, 0) < 10000),
         ('autovacuum_lag', coalesce((gl.last).vacuum_age_s, 'Infinity'::float8), coalesce((gl.last).dead_tuples, 0) < 10000),
-        ('xid_age', (gl.last).xid_age::float8, NULL)
+        ('xid_age', (gl.last).xid_age::float8, NULL),
+        ('outbox_dead_new', gl.outbox_dead::float8, NULL)
       ) AS v (check_name, value, quiet);
 END
 $$;

@@ -1,6 +1,8 @@
 -- "Did we lose anything?", answered per provider at a glance.
 --   losing:   a data-loss check is firing, a gap is past its grace period, or
 --             events went dead (last 24 hours) or are held for a person;
+--             an outbox topic whose messages went dead has a row of its own,
+--             provider 'outbox:<topic>', losing for 24 hours;
 --   degraded: any other check is firing (slow, retrying, the watcher itself),
 --             or the statistics are stale;
 --   ok:       none of that.
@@ -31,7 +33,10 @@ WITH gauge AS (
            refreshed.at AS stats_refreshed_at,
            refreshed.at IS NULL OR refreshed.at < now() - interval '3 minutes' AS stale,
            (SELECT rc.at FROM reconciled rc) AS last_reconcile_at, src.last_scan_at AS last_gap_scan_at
-      FROM inbox.providers p
+      FROM (SELECT pr.name FROM inbox.providers pr
+            -- outbox topics whose messages went dead (issue 11), as 'outbox:<topic>'
+            UNION SELECT s.provider FROM inbox.stats_minute s
+             WHERE s.provider LIKE 'outbox:%' AND s.dead > 0 AND s.minute > now() - interval '24 hours') p
       LEFT JOIN gauge g ON g.provider = p.name
       LEFT JOIN dead d ON d.provider = p.name
       LEFT JOIN firing f ON f.provider = p.name

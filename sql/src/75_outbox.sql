@@ -43,6 +43,8 @@ CREATE INDEX outbox_delivery_open_idx ON inbox.outbox_delivery (message_id) WHER
 -- Ordered routes: the open messages of one key, to find the head.
 CREATE INDEX outbox_delivery_open_key_idx ON inbox.outbox_delivery (key, message_id)
     WHERE processed_at IS NULL AND key IS NOT NULL;
+-- Messages that went dead, by when: what inbox.refresh_stats counts (the checks see them).
+CREATE INDEX outbox_delivery_dead_idx ON inbox.outbox_delivery (processed_at) WHERE status = 'dead';
 COMMENT ON TABLE inbox.outbox_delivery IS
   'delivery state of each outbox message: pending -> processing -> done | rejected | dead';
 

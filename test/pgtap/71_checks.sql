@@ -152,17 +152,17 @@ SELECT is((SELECT state FROM inbox.check_state s WHERE s.check_name = c.check_na
 
 SELECT is(ARRAY(SELECT check_name || ' ' || state FROM inbox.check_state WHERE provider = '*' ORDER BY 1),
           ARRAY['autovacuum_lag ok', 'cron_failing ok', 'events_dead_tuples ok', 'gap_scan_stale ok',
-                'reconcile_stale ok', 'stats_stale ok', 'xid_age ok'],
+                'outbox_dead_new ok', 'reconcile_stale ok', 'stats_stale ok', 'xid_age ok'],
           'the global checks stay quiet on a healthy watcher');
 SELECT ok((inbox.run_checks('2026-01-06 12:00:00+00') ->> 'firing')::int >= 6, 'the checks run a day later');
 SELECT is(ARRAY(SELECT check_name || ' ' || state FROM inbox.check_state WHERE provider = '*' ORDER BY 1),
           ARRAY['autovacuum_lag firing', 'cron_failing firing', 'events_dead_tuples firing', 'gap_scan_stale firing',
-                'reconcile_stale firing', 'stats_stale ok', 'xid_age firing'],
-          'each global check fires on a broken watcher');
+                'outbox_dead_new ok', 'reconcile_stale firing', 'stats_stale ok', 'xid_age firing'],
+          'each watcher check fires on a broken watcher (and no outbox message went dead)');
 SELECT inbox.run_checks('2026-01-07 12:00:00+00');
 SELECT is(ARRAY(SELECT check_name || ' ' || state FROM inbox.check_state WHERE provider = '*' ORDER BY 1),
           ARRAY['autovacuum_lag no_data', 'cron_failing no_data', 'events_dead_tuples no_data', 'gap_scan_stale no_data',
-                'reconcile_stale no_data', 'stats_stale firing', 'xid_age no_data'],
+                'outbox_dead_new no_data', 'reconcile_stale no_data', 'stats_stale firing', 'xid_age no_data'],
           'statistics 10 minutes old: stats_stale fires, and nothing else reads them');
 SELECT is((SELECT count(*)::int FROM inbox.check_state WHERE provider <> '*' AND state <> 'no_data'), 0,
           '... not even the provider checks');

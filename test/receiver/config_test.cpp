@@ -84,6 +84,9 @@ TEST(Config, ErrorsNameTheProblem) {
             std::string::npos);
   EXPECT_NE(error_of("[database]\npool_size = 0\n" + base + "secrets = [\"x\"]\n").find("pool_size"),
             std::string::npos);
+  EXPECT_NE(error_of("[database]\nstats_interval_ms = 50\n" + base + "secrets = [\"x\"]\n").find("stats_interval_ms"),
+            std::string::npos);
+  EXPECT_EQ(error_of("[database]\nstats_interval_ms = 0\n" + base + "secrets = [\"x\"]\n"), "");
   EXPECT_NE(error_of("listen = \n").find("config:1"), std::string::npos);  // TOML syntax, with position
   EXPECT_NE(error_of("").find("no [[provider]]"), std::string::npos);
 }

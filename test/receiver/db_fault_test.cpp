@@ -282,4 +282,95 @@ TEST_F(DbFaultTest, SynchronousCommitOffOnTheServerLosesNothingAcknowledged) {
   EXPECT_EQ(found, static_cast<long>(acked.size()));
 }
 
+
+// What the receiver reported to inbox.receiver_stats for t_stripe over the
+// last hour, summed: requests_2xx, 4xx, 5xx, signature_failures,
+// refused_bodies, db_unavailable, duplicates.
+std::vector<long> reported(Db& db) {
+  std::vector<long> out;
+  for (const char* col : {"requests_2xx", "requests_4xx", "requests_5xx", "signature_failures",
+                          "refused_bodies", "db_unavailable", "duplicates"})
+    out.push_back(std::stol(*db.scalar(std::string("SELECT coalesce(sum(") + col +
+                                       "), 0) FROM inbox.receiver_stats WHERE provider = 't_stripe' "
+                                       "AND minute > now() - interval '1 hour'")));
+  return out;
+}
+
+std::vector<long> plus(std::vector<long> a, const std::vector<long>& b) {
+  for (size_t i = 0; i < a.size(); ++i) a[i] += b[i];
+  return a;
+}
+
+// Polls until the reported counters reach `want` (or 10 s pass).
+std::vector<long> wait_reported(Db& db, const std::vector<long>& want) {
+  auto t0 = Clock::now();
+  std::vector<long> got = reported(db);
+  while (got != want && Clock::now() - t0 < 10s) {
+    std::this_thread::sleep_for(100ms);
+    got = reported(db);
+  }
+  return got;
+}
+
+TEST_F(DbFaultTest, ReceiverReportsWhatOnlyItSeesOverHttp) {
+  Config c = fault_config();
+  c.stats_interval_ms = 200;
+  c.max_body_bytes = 4096;
+  std::vector<long> before = reported(*db_);
+  Receiver receiver(c);
+  int port = receiver.start();
+  std::string id = unique_id("stats-good");
+  ASSERT_EQ(post(port, "/webhooks/t_stripe", stripe_event(id)).status, 200);
+  // Processed, so that its re-delivery is a duplicate.
+  db_->exec("UPDATE inbox.events SET status = 'done', processed_at = now() WHERE provider = 't_stripe' "
+            "AND external_id = " + db_->quote(id));
+  ASSERT_EQ(post(port, "/webhooks/t_stripe", stripe_event(id)).status, 200);  // a duplicate
+  std::string forged_id = unique_id("stats-forged");
+  SignedRequest forged = signer("stripe", "not-the-secret")->sign(
+      "{\"id\":\"" + forged_id + "\",\"object\":\"event\"}", forged_id, unix_now());
+  ASSERT_EQ(post(port, "/webhooks/t_stripe", forged).status, 401);
+  std::string big_id = unique_id("stats-big");
+  SignedRequest big = signer("stripe", kNewSecret)->sign(
+      "{\"id\":\"" + big_id + "\",\"pad\":\"" + std::string(8192, 'x') + "\"}", big_id, unix_now());
+  ASSERT_EQ(post(port, "/webhooks/t_stripe", big).status, 413);
+  ASSERT_EQ(post(port, "/webhooks/t_nobody", stripe_event(unique_id("stats-unknown"))).status, 404);
+
+  //                                        2xx 4xx 5xx sig refused db  dup
+  std::vector<long> want = plus(before, {2, 2, 0, 1, 1, 0, 1});
+  EXPECT_EQ(wait_reported(*db_, want), want);
+  db_->exec("SELECT inbox.refresh_stats()");
+  EXPECT_EQ(reported(*db_), want) << "the refresh keeps the receiver's rows";
+  std::this_thread::sleep_for(600ms);  // three more intervals: nothing is sent twice
+  EXPECT_EQ(reported(*db_), want);
+  receiver.stop();
+}
+
+TEST_F(DbFaultTest, ReceiverStatsSurviveTheDatabaseDownDuringAFlush) {
+  Config c = fault_config();
+  c.stats_interval_ms = 200;
+  std::vector<long> before = reported(*db_);
+  Receiver receiver(c);
+  int port = receiver.start();
+  ASSERT_EQ(post(port, "/webhooks/t_stripe", stripe_event(unique_id("stats-before"))).status, 200);
+  std::vector<long> first = plus(before, {1, 0, 0, 0, 0, 0, 0});
+  ASSERT_EQ(wait_reported(*db_, first), first);
+
+  proxy_->black_hole(true);
+  auto t0 = Clock::now();
+  EXPECT_EQ(post(port, "/webhooks/t_stripe", stripe_event(unique_id("stats-hole"))).status, 503);
+  EXPECT_EQ(post(port, "/webhooks/t_stripe", stripe_event(unique_id("stats-hole"))).status, 503);
+  SignedRequest forged = signer("stripe", "not-the-secret")->sign("{\"id\":\"f\"}", "f", unix_now());
+  EXPECT_EQ(post(port, "/webhooks/t_stripe", forged).status, 401);
+  EXPECT_LT(Clock::now() - t0, 6s) << "a stuck flush never holds intake";
+  std::this_thread::sleep_for(2500ms);  // flushes fail (or hang) while the hole lasts
+  EXPECT_EQ(reported(*db_), first);
+  proxy_->black_hole(false);
+
+  std::vector<long> want = plus(first, {0, 1, 2, 1, 0, 2, 0});
+  EXPECT_EQ(wait_reported(*db_, want), want);
+  std::this_thread::sleep_for(3s);  // any unanswered COMMIT settled: never counted twice
+  EXPECT_EQ(reported(*db_), want);
+  receiver.stop();
+}
+
 }  // namespace
