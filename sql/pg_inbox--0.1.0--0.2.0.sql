@@ -1225,7 +1225,7 @@ BEGIN
         ('stats_stale', extract(epoch FROM as_of - gl.refreshed_at)::float8, NULL::boolean),
         ('reconcile_stale', extract(epoch FROM as_of - (gl.last).last_reconcile_at)::float8, NULL),
         ('gap_scan_stale', CASE WHEN gl.has_sources THEN
-                                extract(epoch FROM as_of - coalesce((gl.last).last_gap_scan_at, '-infinity'))::float8 END, NULL),
+                                coalesce(extract(epoch FROM as_of - (gl.last).last_gap_scan_at)::float8, 'Infinity') END, NULL),
         ('cron_failing', CASE WHEN gl.has_cron THEN gl.cron_failures::float8 END, NULL),
         ('events_dead_tuples', (gl.last).dead_tuple_ratio, coalesce((gl.last).dead_tuples, 0) < 10000),
         ('autovacuum_lag', coalesce((gl.last).vacuum_age_s, 'Infinity'::float8), coalesce((gl.last).dead_tuples, 0) < 10000),
@@ -3125,7 +3125,7 @@ BEGIN
         ('stats_stale', extract(epoch FROM as_of - gl.refreshed_at)::float8, NULL::boolean),
         ('reconcile_stale', extract(epoch FROM as_of - (gl.last).last_reconcile_at)::float8, NULL),
         ('gap_scan_stale', CASE WHEN gl.has_sources THEN
-                                extract(epoch FROM as_of - coalesce((gl.last).last_gap_scan_at, '-infinity'))::float8 END, NULL),
+                                coalesce(extract(epoch FROM as_of - (gl.last).last_gap_scan_at)::float8, 'Infinity') END, NULL),
         ('cron_failing', CASE WHEN gl.has_cron THEN gl.cron_failures::float8 END, NULL),
         ('events_dead_tuples', (gl.last).dead_tuple_ratio, coalesce((gl.last).dead_tuples, 0) < 10000),
         ('autovacuum_lag', coalesce((gl.last).vacuum_age_s, 'Infinity'::float8), coalesce((gl.last).dead_tuples, 0) < 10000),
