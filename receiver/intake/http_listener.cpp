@@ -1,6 +1,7 @@
 #include "intake/http_listener.h"
 
 #include <boost/asio/dispatch.hpp>
+#include <boost/asio/executor_work_guard.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/post.hpp>
@@ -53,13 +54,19 @@ const char* find_header(const Headers& h, const char* name) {
 
 struct HttpListener::Impl {
   Impl(ListenerOptions o, HttpHandler& h)
-      : opt(std::move(o)), handler(h), ioc(opt.threads), acceptor(ioc) {}
+      : opt(std::move(o)), handler(h), ioc(opt.threads), work(asio::make_work_guard(ioc)), acceptor(ioc) {}
 
   void accept();
 
   ListenerOptions opt;
   HttpHandler& handler;
   asio::io_context ioc;
+  // Keeps the I/O threads running until stop(). Once the acceptor is closed,
+  // a request waiting for its commit has no I/O pending; its deadline timer,
+  // cancelled when the commit ends, was the last work, so without this guard
+  // run() returned before the answer was posted, and the drain waited for an
+  // answer no thread would ever write.
+  asio::executor_work_guard<asio::io_context::executor_type> work;
   tcp::acceptor acceptor;
   std::vector<std::thread> threads;
   std::atomic<std::size_t> connections{0};

@@ -15,7 +15,11 @@ StandInApi::StandInApi() {
     }
     if (hook) hook(id);
     Answer a = answer_for(id);
-    if (a.delay_ms > 0) std::this_thread::sleep_for(std::chrono::milliseconds(a.delay_ms));
+    if (a.delay_ms > 0) {
+      // Interrupted when the stand-in stops, so a long delay never holds up the test's end.
+      std::unique_lock<std::mutex> lock(mu_);
+      stopped_cv_.wait_for(lock, std::chrono::milliseconds(a.delay_ms), [this] { return stopping_; });
+    }
     res.status = a.status;
     if (!a.retry_after.empty()) res.set_header("Retry-After", a.retry_after);
     res.set_content(a.body.empty() ? "{\"error\":\"x\"}" : a.body, "application/json");
@@ -41,6 +45,11 @@ StandInApi::StandInApi() {
 }
 
 StandInApi::~StandInApi() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stopping_ = true;
+  }
+  stopped_cv_.notify_all();
   server_.stop();
   thread_.join();
 }

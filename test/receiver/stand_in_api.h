@@ -5,6 +5,7 @@
 
 #include <httplib.h>
 
+#include <condition_variable>
 #include <deque>
 #include <functional>
 #include <map>
@@ -21,7 +22,7 @@ class StandInApi {
     int status = 200;
     std::string body;
     std::string retry_after;  // Retry-After header, when set
-    int delay_ms = 0;         // wait before answering (timeouts)
+    int delay_ms = 0;         // wait before answering (timeouts); cut short when the stand-in stops
   };
   struct Call {
     std::string id;  // as the server decoded it from the path
@@ -64,6 +65,8 @@ class StandInApi {
   std::thread thread_;
   int port_ = 0;
   mutable std::mutex mu_;
+  std::condition_variable stopped_cv_;
+  bool stopping_ = false;
   std::map<std::string, Answer> always_;  // unknown ids: 404
   std::map<std::string, std::deque<Answer>> scripted_;
   std::function<void(const std::string&)> hook_;
