@@ -24,7 +24,8 @@ CREATE TABLE inbox.gap_sources (
     start_at         bigint CHECK (start_at >= 0),
     grace            interval NOT NULL DEFAULT '1 hour' CHECK (grace >= interval '0'),
     scanned_to       bigint,            -- sequence: last number scanned
-    high_number      bigint,            -- sequence: highest number seen in inbox.events
+    high_number      bigint,            -- sequence: highest number seen in inbox.events, or listed
+                                        -- by the provider after it (inbox.raise_sequence_high)
     event_watermark  bigint NOT NULL DEFAULT 0,  -- sequence: inbox.events.id read up to
     listed_watermark bigint NOT NULL DEFAULT 0,  -- listed: inbox.listed_ids.id read up to
     last_scan_at     timestamptz
