@@ -3247,13 +3247,19 @@ END
 $$;
 REVOKE ALL ON FUNCTION inbox._list_window(interval), inbox._claim_list_window(text, timestamptz) FROM PUBLIC;
 
--- A sequence pattern that set_id_source accepted, split: the prefix, and the
--- width numbers are zero-padded to (1 for {n}).
-CREATE FUNCTION inbox._sequence_parts(pattern text, OUT prefix text, OUT width int)
-LANGUAGE sql IMMUTABLE PARALLEL SAFE SET search_path = pg_catalog, pg_temp AS $$
-    SELECT left(pattern, strpos(pattern, '{') - 1),
-           coalesce(substring(pattern FROM '\{n:([0-9]+)\}$')::int, 1)
-$$;
+-- The id of a number ('ord-{n:8}', 42: 'ord-00000042'), and the number of
+-- an id (NULL when it is not of the pattern: another prefix, not digits,
+-- fewer digits than the width, over 18), with the grammar the scans use
+-- (extension/gaps_ids.cpp).
+CREATE FUNCTION inbox._sequence_id(pattern text, number bigint)
+RETURNS text
+AS 'MODULE_PATHNAME', 'inbox_sequence_id'
+LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
+
+CREATE FUNCTION inbox._sequence_number(pattern text, external_id text)
+RETURNS bigint
+AS 'MODULE_PATHNAME', 'inbox_sequence_number'
+LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
 
 -- When the provider's sequence_tail_silence check is firing: one row with the
 -- highest number received and its external id, for the one caller that
@@ -3267,7 +3273,6 @@ LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp ROWS 1 A
 DECLARE
     this_window timestamptz;
     s inbox.gap_sources;
-    parts record;
 BEGIN
     PERFORM inbox._require_provider(provider);
     this_window := inbox._list_window(every);
@@ -3279,9 +3284,8 @@ BEGIN
     IF NOT FOUND OR NOT inbox._claim_list_window('list-tail:' || provider, this_window) THEN
         RETURN;
     END IF;
-    parts := inbox._sequence_parts(s.pattern);
     high_number := s.high_number;
-    after_id := parts.prefix || lpad(s.high_number::text, greatest(parts.width, length(s.high_number::text)), '0');
+    after_id := inbox._sequence_id(s.pattern, s.high_number);
     RETURN NEXT;
 END
 $$;
@@ -3298,7 +3302,6 @@ RETURNS TABLE (high_number bigint, ignored int)
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp ROWS 1 AS $$
 DECLARE
     s inbox.gap_sources;
-    parts record;
     top bigint;
 BEGIN
     IF provider IS NULL OR external_ids IS NULL THEN
@@ -3321,14 +3324,10 @@ BEGIN
             USING ERRCODE = 'undefined_object',
                   HINT = 'SELECT inbox.set_id_source(provider, ''sequence'', ''evt_{n}'');';
     END IF;
-    parts := inbox._sequence_parts(s.pattern);
     SELECT max(n.number) FILTER (WHERE n.number <= s.high_number + 1000000 OR s.high_number IS NULL),
            count(*) FILTER (WHERE n.number IS NULL OR n.number > s.high_number + 1000000)
       INTO top, ignored
-      FROM (SELECT CASE WHEN starts_with(x, parts.prefix)
-                         AND substr(x, length(parts.prefix) + 1) ~ ('^[0-9]{' || parts.width || ',18}$')
-                        THEN substr(x, length(parts.prefix) + 1)::bigint END AS number
-              FROM unnest(external_ids) x) n;
+      FROM (SELECT inbox._sequence_number(s.pattern, x) AS number FROM unnest(external_ids) x) n;
     IF top > s.high_number OR (s.high_number IS NULL AND top IS NOT NULL) THEN
         UPDATE inbox.gap_sources g SET high_number = top WHERE g.provider = s.provider;
         s.high_number := top;
@@ -3338,7 +3337,8 @@ BEGIN
 END
 $$;
 
-REVOKE ALL ON FUNCTION inbox._sequence_parts(text), inbox.claim_tail_listing(text, interval),
+REVOKE ALL ON FUNCTION inbox._sequence_id(text, bigint), inbox._sequence_number(text, text),
+    inbox.claim_tail_listing(text, interval),
     inbox.raise_sequence_high(text, text[]) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION inbox.claim_tail_listing(text, interval), inbox.raise_sequence_high(text, text[])
   TO inbox_worker;

@@ -4,7 +4,7 @@
 -- provider's list API reported, so the next scan_gaps records the missing
 -- tail. Bad input refused; callable by inbox_worker only.
 BEGIN;
-SELECT plan(59);
+SELECT plan(72);
 
 SELECT has_function('inbox', 'claim_tail_listing', ARRAY['text', 'interval'], 'inbox.claim_tail_listing exists');
 SELECT is_definer('inbox', 'claim_tail_listing', ARRAY['text', 'interval'], 'claim_tail_listing is SECURITY DEFINER');
@@ -28,6 +28,22 @@ $$;
 CREATE FUNCTION pg_temp.high(p text) RETURNS bigint LANGUAGE sql AS $$
     SELECT high_number FROM inbox.gap_sources WHERE provider = p
 $$;
+
+-- The ids of a pattern, with the grammar of the scans.
+SELECT is(inbox._sequence_id('evt_{n}', 10), 'evt_10', '_sequence_id: no padding');
+SELECT is(inbox._sequence_id('ord-{n:8}', 42), 'ord-00000042', '_sequence_id: padded to the width');
+SELECT is(inbox._sequence_id('o{n:2}', 12345), 'o12345', '_sequence_id: a wider number is written whole');
+SELECT is(inbox._sequence_id('evt_{n}', NULL), NULL, '_sequence_id: NULL in, NULL out');
+SELECT throws_ok($$SELECT inbox._sequence_id('evt_', 1)$$, '22023', 'malformed id pattern', '_sequence_id: a malformed pattern');
+SELECT throws_ok($$SELECT inbox._sequence_id('evt_{n}', -1)$$, '22003', NULL, '_sequence_id: a negative number');
+SELECT is(inbox._sequence_number('ord-{n:8}', 'ord-00000042'), 42::bigint, '_sequence_number: padded');
+SELECT is(inbox._sequence_number('ord-{n:8}', 'ord-123456789'), 123456789::bigint, '_sequence_number: wider than the width');
+SELECT is(inbox._sequence_number('ord-{n:8}', 'ord-42'), NULL, '_sequence_number: narrower than the width');
+SELECT is(inbox._sequence_number('evt_{n}', 'evt_1234567890123456789'), NULL, '_sequence_number: over 18 digits');
+SELECT is(inbox._sequence_number('evt_{n}', 'evt_'), NULL, '_sequence_number: no digits');
+SELECT is(inbox._sequence_number('évt_{n}', 'évt_7'), 7::bigint, '_sequence_number: a multibyte prefix');
+SELECT throws_ok($$SELECT inbox._sequence_number('evt_{n}x', 'evt_1')$$, '22023', 'malformed id pattern',
+                 '_sequence_number: a malformed pattern');
 
 -- claim_tail_listing: bad input, checked before anything else.
 SELECT throws_ok($$SELECT * FROM inbox.claim_tail_listing(NULL, '5 minutes')$$, '22004', 'provider must not be null', 'claim: NULL provider');
@@ -149,7 +165,7 @@ SELECT ok(NOT has_function_privilege('inbox_receiver', 'inbox.claim_tail_listing
           'inbox_receiver may not claim');
 SELECT ok(NOT has_function_privilege('inbox_receiver', 'inbox.raise_sequence_high(text, text[])', 'EXECUTE'),
           'inbox_receiver may not raise');
-SELECT ok(NOT has_function_privilege('public', 'inbox._sequence_parts(text)', 'EXECUTE'), 'PUBLIC may not call the helper');
+SELECT ok(NOT has_function_privilege('public', 'inbox._sequence_number(text, text)', 'EXECUTE'), 'PUBLIC may not call the helpers');
 
 SELECT * FROM finish();
 ROLLBACK;
