@@ -3197,8 +3197,9 @@ SELECT x.provider,
 
 -- Issue 8: tail listing. A firing sequence_tail_silence makes the backfill
 -- worker list the ids after the highest one received (sql/src/74_tail_listing.sql);
--- the listing windows share their code (sql/src/62_list_windows.sql); scan_gaps
--- never lowers a high mark raised meanwhile (extension/gaps_scan.cpp).
+-- the listing windows share their code (sql/src/62_list_windows.sql), and so do
+-- the id checks of add_listed and raise_sequence_high (sql/src/40_gaps.sql);
+-- scan_gaps never lowers a high mark raised meanwhile (extension/gaps_scan.cpp).
 
 -- The start of the current window of length `every`, aligned to the epoch.
 CREATE FUNCTION inbox._list_window(every interval)
@@ -3246,6 +3247,50 @@ BEGIN
 END
 $$;
 REVOKE ALL ON FUNCTION inbox._list_window(interval), inbox._claim_list_window(text, timestamptz) FROM PUBLIC;
+
+-- Ids a provider's list API reported, as inbox.add_listed and
+-- inbox.raise_sequence_high take them: at most 10000 per call, each a
+-- non-empty string within the external id limit.
+CREATE FUNCTION inbox._require_listed_ids(external_ids text[])
+RETURNS void LANGUAGE plpgsql STABLE SET search_path = pg_catalog, pg_temp AS $$
+BEGIN
+    IF cardinality(external_ids) > 10000 THEN
+        RAISE EXCEPTION 'at most 10000 ids per call, got %', cardinality(external_ids)
+            USING ERRCODE = 'program_limit_exceeded';
+    END IF;
+    IF EXISTS (SELECT 1 FROM unnest(external_ids) x
+               WHERE x IS NULL OR x = '' OR octet_length(x) > inbox._external_id_limit()) THEN
+        RAISE EXCEPTION 'external_ids must be non-empty strings of at most % bytes',
+            inbox._external_id_limit() USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+END
+$$;
+
+-- Loads ids a provider's list API reported into the staging table of a
+-- `listed` source. Returns how many were new.
+CREATE OR REPLACE FUNCTION inbox.add_listed(provider text, external_ids text[], listed_at timestamptz DEFAULT now())
+RETURNS int LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    added int;
+BEGIN
+    IF provider IS NULL OR external_ids IS NULL OR listed_at IS NULL THEN
+        RAISE EXCEPTION 'provider, external_ids and listed_at must not be null'
+            USING ERRCODE = 'null_value_not_allowed';
+    END IF;
+    IF NOT EXISTS (SELECT 1 FROM inbox.gap_sources s WHERE s.provider = add_listed.provider AND s.kind = 'listed') THEN
+        RAISE EXCEPTION 'provider "%" has no listed id source', provider
+            USING ERRCODE = 'undefined_object',
+                  HINT = 'SELECT inbox.set_id_source(provider, ''listed'');';
+    END IF;
+    PERFORM inbox._require_listed_ids(external_ids);
+    INSERT INTO inbox.listed_ids (provider, external_id, listed_at)
+    SELECT DISTINCT add_listed.provider, x, add_listed.listed_at FROM unnest(external_ids) x
+    ON CONFLICT ON CONSTRAINT listed_ids_provider_external_id_key DO NOTHING;
+    GET DIAGNOSTICS added = ROW_COUNT;
+    RETURN added;
+END
+$$;
+REVOKE ALL ON FUNCTION inbox._require_listed_ids(text[]) FROM PUBLIC;
 
 -- The id of a number ('ord-{n:8}', 42: 'ord-00000042'), and the number of
 -- an id (NULL when it is not of the pattern: another prefix, not digits,
@@ -3308,15 +3353,7 @@ BEGIN
         RAISE EXCEPTION 'provider and external_ids must not be null' USING ERRCODE = 'null_value_not_allowed';
     END IF;
     PERFORM inbox._require_provider(provider);
-    IF cardinality(external_ids) > 10000 THEN
-        RAISE EXCEPTION 'at most 10000 ids per call, got %', cardinality(external_ids)
-            USING ERRCODE = 'program_limit_exceeded';
-    END IF;
-    IF EXISTS (SELECT 1 FROM unnest(external_ids) x
-               WHERE x IS NULL OR x = '' OR octet_length(x) > inbox._external_id_limit()) THEN
-        RAISE EXCEPTION 'external_ids must be non-empty strings of at most % bytes',
-            inbox._external_id_limit() USING ERRCODE = 'invalid_parameter_value';
-    END IF;
+    PERFORM inbox._require_listed_ids(external_ids);
     -- Locked: a concurrent raise waits, and so does a scan saving its progress.
     SELECT * INTO s FROM inbox.gap_sources g WHERE g.provider = raise_sequence_high.provider FOR UPDATE;
     IF NOT FOUND OR s.kind <> 'sequence' THEN

@@ -68,15 +68,7 @@ BEGIN
         RAISE EXCEPTION 'provider and external_ids must not be null' USING ERRCODE = 'null_value_not_allowed';
     END IF;
     PERFORM inbox._require_provider(provider);
-    IF cardinality(external_ids) > 10000 THEN
-        RAISE EXCEPTION 'at most 10000 ids per call, got %', cardinality(external_ids)
-            USING ERRCODE = 'program_limit_exceeded';
-    END IF;
-    IF EXISTS (SELECT 1 FROM unnest(external_ids) x
-               WHERE x IS NULL OR x = '' OR octet_length(x) > inbox._external_id_limit()) THEN
-        RAISE EXCEPTION 'external_ids must be non-empty strings of at most % bytes',
-            inbox._external_id_limit() USING ERRCODE = 'invalid_parameter_value';
-    END IF;
+    PERFORM inbox._require_listed_ids(external_ids);
     -- Locked: a concurrent raise waits, and so does a scan saving its progress.
     SELECT * INTO s FROM inbox.gap_sources g WHERE g.provider = raise_sequence_high.provider FOR UPDATE;
     IF NOT FOUND OR s.kind <> 'sequence' THEN
