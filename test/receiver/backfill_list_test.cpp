@@ -159,6 +159,27 @@ class ListTest : public ::testing::Test {
         .value_or("");
   }
 
+  // `backfill --once` (the built binary) with a config file in `dir` for
+  // this provider: the stand-in's fetch API, and the list URL `list_key`
+  // (list_url or list_after_url) with `query`; the token comes from the
+  // environment. The caller removes `dir`.
+  std::string once_command(const std::string& dir, const char* list_key, const std::string& query,
+                           const char* token) const {
+    std::system(("mkdir -p " + dir).c_str());
+    const std::string config = dir + "/backfill.toml";
+    setenv("INBOX_TEST_LIST_TOKEN", token, 1);
+    std::ofstream(config) << "database_url = " << toml_string(worker_database_url()) << "\n"
+                          << "[[provider]]\nname = " << toml_string(provider_) << "\nscheme = \"stripe\"\n"
+                          << "secrets = [" << toml_string(kNewSecret) << "]\n"
+                          << "[provider.backfill]\nurl = " << toml_string(api_.url_template()) << "\n"
+                          << "auth_header = \"Authorization\"\nauth_value = { env = \"INBOX_TEST_LIST_TOKEN\" }\n"
+                          << "timeout_ms = 2000\n"
+                          << list_key << " = " << toml_string(api_.list_url(query)) << "\n"
+                          << "list_ids_json_pointer = \"/data\"\nlist_id_json_pointer = \"/id\"\n"
+                          << "list_cursor_json_pointer = \"/next\"\n";
+    return std::string(INBOX_RECEIVER_BIN) + " backfill --once --config " + config + " 2>&1";
+  }
+
   // Page 1 (no cursor) lists a and b, page 2 (cursor c2) lists c and ends.
   void two_pages() {
     api_.on_list([](const StandInApi::ListCall& call) -> StandInApi::Answer {
@@ -336,19 +357,7 @@ TEST_F(ListTest, EndToEndListedIdsEndExactlyOnce) {
   receiver.stop();
 
   const std::string dir = "/tmp/inbox-list-e2e-" + run_id();
-  std::system(("mkdir -p " + dir).c_str());
-  const std::string config = dir + "/list.toml";
-  setenv("INBOX_TEST_LIST_TOKEN", kToken, 1);
-  std::ofstream(config) << "database_url = " << toml_string(worker_database_url()) << "\n"
-                        << "[[provider]]\nname = " << toml_string(provider_) << "\nscheme = \"stripe\"\n"
-                        << "secrets = [" << toml_string(kNewSecret) << "]\n"
-                        << "[provider.backfill]\nurl = " << toml_string(api_.url_template()) << "\n"
-                        << "auth_header = \"Authorization\"\nauth_value = { env = \"INBOX_TEST_LIST_TOKEN\" }\n"
-                        << "timeout_ms = 2000\n"
-                        << "list_url = " << toml_string(api_.list_url("from={from}&to={to}&after={cursor}")) << "\n"
-                        << "list_ids_json_pointer = \"/data\"\nlist_id_json_pointer = \"/id\"\n"
-                        << "list_cursor_json_pointer = \"/next\"\n";
-  const std::string once = std::string(INBOX_RECEIVER_BIN) + " backfill --once --config " + config + " 2>&1";
+  const std::string once = once_command(dir, "list_url", "from={from}&to={to}&after={cursor}", kToken);
   int code = -1;
   std::string out = run_command(once, &code);
   EXPECT_EQ(code, 0) << out;
@@ -638,19 +647,7 @@ TEST_F(TailTest, EndToEndASilentTailIsFetched) {
             "1");
 
   const std::string dir = "/tmp/inbox-tail-e2e-" + run_id();
-  std::system(("mkdir -p " + dir).c_str());
-  const std::string config = dir + "/tail.toml";
-  setenv("INBOX_TEST_TAIL_TOKEN", kTailToken, 1);
-  std::ofstream(config) << "database_url = " << toml_string(worker_database_url()) << "\n"
-                        << "[[provider]]\nname = " << toml_string(provider_) << "\nscheme = \"stripe\"\n"
-                        << "secrets = [" << toml_string(kNewSecret) << "]\n"
-                        << "[provider.backfill]\nurl = " << toml_string(api_.url_template()) << "\n"
-                        << "auth_header = \"Authorization\"\nauth_value = { env = \"INBOX_TEST_TAIL_TOKEN\" }\n"
-                        << "timeout_ms = 2000\n"
-                        << "list_after_url = " << toml_string(api_.list_url("after={after}&cursor={cursor}")) << "\n"
-                        << "list_ids_json_pointer = \"/data\"\nlist_id_json_pointer = \"/id\"\n"
-                        << "list_cursor_json_pointer = \"/next\"\n";
-  const std::string once = std::string(INBOX_RECEIVER_BIN) + " backfill --once --config " + config + " 2>&1";
+  const std::string once = once_command(dir, "list_after_url", "after={after}&cursor={cursor}", kTailToken);
   int code = -1;
   std::string out = run_command(once, &code);
   EXPECT_EQ(code, 0) << out;
