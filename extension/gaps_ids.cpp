@@ -43,7 +43,8 @@ INBOX_SQL_FUNCTION(inbox_sequence_id) {
   gaps::Pattern pattern = pattern_arg(fcinfo);
   int64_t number = PG_GETARG_INT64(1);
   if (number < 0 || number > gaps::kMaxNumber)
-    throw InboxError(ERRCODE_NUMERIC_VALUE_OUT_OF_RANGE, "a sequence number is between 0 and 18 nines");
+    throw InboxError(ERRCODE_NUMERIC_VALUE_OUT_OF_RANGE,
+                     "a sequence number is between 0 and 18 nines");
   return pg_call([&] { return id_text(pattern, number); });
 }
 

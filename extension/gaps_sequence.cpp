@@ -53,9 +53,11 @@ bool parse_pattern(const char *text, size_t len, Pattern *out, const char **why)
 }
 
 bool parse_number(const Pattern &pattern, const char *id, size_t len, int64_t *number) noexcept {
-  if (len < pattern.prefix_len || std::memcmp(id, pattern.prefix, pattern.prefix_len) != 0) return false;
+  if (len < pattern.prefix_len || std::memcmp(id, pattern.prefix, pattern.prefix_len) != 0)
+    return false;
   const size_t digits = len - pattern.prefix_len;
-  if (digits < static_cast<size_t>(pattern.width) || digits > static_cast<size_t>(kMaxWidth)) return false;
+  if (digits < static_cast<size_t>(pattern.width) || digits > static_cast<size_t>(kMaxWidth))
+    return false;
   int64_t n = 0;
   for (size_t i = pattern.prefix_len; i < len; ++i) {
     if (id[i] < '0' || id[i] > '9') return false;
