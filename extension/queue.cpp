@@ -4,6 +4,7 @@
 
 #include "boundary.hpp"
 #include "gucs.hpp"
+#include "lease.hpp"
 #include "spi.hpp"
 
 namespace pg_inbox {
@@ -15,7 +16,51 @@ constexpr int kMaxClaimRows = 10000;
 // id is a preference (oldest first), not an ordering promise across workers.
 // Touches no indexed column, so a claim is a HOT update. Planned per call:
 // with LIMIT $1 unknown a generic plan sorts the whole backlog.
+// Version checks (27_ordering.sql): for providers with ordering pointers the
+// entity and version are read from the payload being handed out; with
+// transition rules, an event advance would refuse is held, not handed out:
+// held_reason set and a lease that never expires, so neither claim nor
+// reconcile takes it back (a person resolves it). Other providers pay a
+// lookup in the (small) provider_ordering table.
 KeptPlan claim_plan = {R"SQL(
+WITH due AS (
+    SELECT e.id, e.provider FROM inbox.events e
+    WHERE e.processed_at IS NULL
+      AND ($3::text IS NULL OR e.provider = $3)
+      AND ((e.status = 'pending' AND e.next_attempt_at <= now())
+        OR (e.status = 'processing' AND e.lease_expires_at <= now()
+            AND NOT EXISTS (SELECT 1 FROM inbox.providers p
+                            WHERE p.name = e.provider AND p.on_lease_expiry = 'hold')))
+    ORDER BY e.id
+    LIMIT $1
+    FOR UPDATE SKIP LOCKED
+), claimed AS (
+UPDATE inbox.events e
+   SET status = 'processing',
+       attempts = e.attempts + 1,
+       lease_token = inbox._lease_token(e.id, e.attempts + 1, e.first_received_at),
+       lease_expires_at = CASE WHEN o.transitions IS NOT NULL AND inbox._held_transition(e, o) IS NOT NULL
+                               THEN 'infinity' ELSE now() + $2 END,
+       entity_key = CASE WHEN o.provider IS NULL THEN e.entity_key ELSE
+           inbox._pointer_scalar(coalesce(e.payload #> o.entity_path, e.headers -> o.entity_header)) END,
+       version = CASE WHEN o.provider IS NULL THEN e.version ELSE
+           inbox._version_of(coalesce(e.payload #> o.version_path, e.headers -> o.version_header)) END,
+       held_reason = CASE WHEN o.transitions IS NOT NULL THEN inbox._held_transition(e, o) END
+  FROM due LEFT JOIN inbox.provider_ordering o ON o.provider = due.provider
+ WHERE e.id = due.id
+RETURNING e.*
+)
+SELECT * FROM claimed WHERE held_reason IS NULL
+)SQL",
+                       3,
+                       {INT4OID, INTERVALOID, TEXTOID},
+                       nullptr,
+                       CURSOR_OPT_CUSTOM_PLAN};
+
+// The claim of 0.1.0, which its install script binds (symbol inbox_claim)
+// until ALTER EXTENSION UPDATE: its tables lack the columns claim_plan sets.
+// Frozen: never change it.
+KeptPlan claim_plan_0_1_0 = {R"SQL(
 WITH due AS (
     SELECT e.id FROM inbox.events e
     WHERE e.processed_at IS NULL
@@ -37,10 +82,10 @@ UPDATE inbox.events e
  WHERE e.id = due.id
 RETURNING e.*
 )SQL",
-                       3,
-                       {INT4OID, INTERVALOID, TEXTOID},
-                       nullptr,
-                       CURSOR_OPT_CUSTOM_PLAN};
+                              3,
+                              {INT4OID, INTERVALOID, TEXTOID},
+                              nullptr,
+                              CURSOR_OPT_CUSTOM_PLAN};
 
 KeptPlan provider_exists_plan = {
     "SELECT 1 FROM inbox.providers WHERE name = $1", 1, {TEXTOID}, nullptr};
@@ -121,7 +166,7 @@ ORDER BY i.ord
                                 {INT8ARRAYOID, UUIDARRAYOID},
                                 nullptr};
 
-enum class LeaseState { kMissingEvent, kNeverIssued, kLost, kAlreadyDone };
+}  // namespace
 
 // Why a token did not (or no longer does) complete its event.
 LeaseState classify_lease(bool exists, bool done_with_token, bool issued) {
@@ -130,7 +175,6 @@ LeaseState classify_lease(bool exists, bool done_with_token, bool issued) {
   return issued ? LeaseState::kLost : LeaseState::kNeverIssued;
 }
 
-// Call inside spi_call.
 LeaseState lease_state(Datum *args) {
   execute_kept(lease_state_plan, args, nullptr, true, 1);
   if (SPI_processed == 0) return classify_lease(false, false, false);
@@ -151,12 +195,14 @@ void require_arg(FunctionCallInfo fcinfo, int arg, const char *name) {
     throw InboxError(ERRCODE_NULL_VALUE_NOT_ALLOWED, std::string(name) + " must not be null");
 }
 
-}  // namespace
 }  // namespace pg_inbox
 
 using namespace pg_inbox;
 
-INBOX_SQL_FUNCTION(inbox_claim) {
+namespace {
+
+// inbox.claim with the statement of the installed version.
+Datum claim(FunctionCallInfo fcinfo, KeptPlan &plan) {
   require_arg(fcinfo, 0, "max_rows");
   int32 max_rows = PG_GETARG_INT32(0);
   if (max_rows < 1 || max_rows > kMaxClaimRows)
@@ -187,7 +233,7 @@ INBOX_SQL_FUNCTION(inbox_claim) {
     Datum args[3] = {Int32GetDatum(max_rows), interval_from_usecs(lease_usecs),
                      provider ? CStringGetTextDatum(provider) : (Datum)0};
     char nulls[3] = {' ', ' ', provider ? ' ' : 'n'};
-    execute_kept(claim_plan, args, nulls, false, 0);
+    execute_kept(plan, args, nulls, false, 0);
 
     // RETURNING e.* skips dropped columns; the result type still has them.
     auto *rsinfo = reinterpret_cast<ReturnSetInfo *>(fcinfo->resultinfo);
@@ -210,6 +256,12 @@ INBOX_SQL_FUNCTION(inbox_claim) {
   });
   return (Datum)0;
 }
+
+}  // namespace
+
+INBOX_SQL_FUNCTION(inbox_claim) { return claim(fcinfo, claim_plan_0_1_0); }
+
+INBOX_SQL_FUNCTION(inbox_claim_0_2) { return claim(fcinfo, claim_plan); }
 
 INBOX_SQL_FUNCTION(inbox_complete) {
   require_arg(fcinfo, 0, "id");
