@@ -1,7 +1,7 @@
 -- Version checks (issue 12): ordering pointers, presets, versions, claim
 -- filling entity_key/version, inbox.advance and transition rules.
 BEGIN;
-SELECT plan(120);
+SELECT plan(121);
 
 SELECT inbox.register_provider('stripe');
 SELECT inbox.register_provider('shop');
@@ -224,6 +224,9 @@ SELECT row_eq($$ SELECT status, held_reason, lease_expires_at FROM inbox.events 
 SELECT is((SELECT count(*)::int FROM inbox.claim(10, '1 hour') WHERE external_id = 'evt_a5'), 0,
   'no later claim takes it');
 SELECT is((inbox.reconcile('test') ->> 'leases_reclaimed')::int, 0, 'reconcile does not reclaim it');
+SELECT inbox.refresh_stats();
+SELECT is((SELECT held FROM inbox.stats_minute WHERE provider = 'stripe' ORDER BY minute DESC LIMIT 1), 1,
+  'the rollups count it as held (inbox.health shows it)');
 -- older and invalid: stale wins (nothing to apply, nothing to hold)
 SELECT pg_temp.stripe('evt_a0', 'sub_a', 1600000000, 'trialing');
 SELECT is((SELECT count(*)::int FROM inbox.claim(10, '1 hour') WHERE external_id = 'evt_a0'), 1,
