@@ -152,8 +152,8 @@ INBOX_SQL_FUNCTION(inbox_pointer_scalar) {
 
 INBOX_SQL_FUNCTION(inbox_version_of) {
   struct Found {
-    Datum number;       // a JSON number, copied out of the jsonb
-    const char *text;   // a string, palloc'd and terminated
+    Datum number;      // a JSON number, copied out of the jsonb
+    const char *text;  // a string, palloc'd and terminated
   };
   Found found = pg_call([&] {
     Scalar s = scalar_of(fcinfo);
@@ -196,8 +196,8 @@ INBOX_SQL_FUNCTION(inbox_advance) {
   const char *to_state =
       a.to_state ? pg_call([&] { return (const char *)TextDatumGetCString(a.to_state); }) : nullptr;
   throw InboxError(ERRCODE_CHECK_VIOLATION,
-                   "invalid transition from " + quoted(a.from_state) + " to " +
-                       quoted(to_state) + " for event " + std::to_string(PG_GETARG_INT64(0)),
+                   "invalid transition from " + quoted(a.from_state) + " to " + quoted(to_state) +
+                       " for event " + std::to_string(PG_GETARG_INT64(0)),
                    "The event is not applied. Roll back and report it with inbox.fail: the next "
                    "claim holds it for a person (docs/ordering.md).");
 }

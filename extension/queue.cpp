@@ -16,25 +16,29 @@ constexpr int kMaxClaimRows = 10000;
 // id is a preference (oldest first), not an ordering promise across workers.
 // Touches no indexed column, so a claim is a HOT update. Planned per call:
 // with LIMIT $1 unknown a generic plan sorts the whole backlog.
+// The due events, shared by both claim statements (a raw string cannot
+// span the lines of a macro).
+#define INBOX_CLAIM_DUE                                                                       \
+  "WITH due AS (\n"                                                                           \
+  "    SELECT e.id, e.provider FROM inbox.events e\n"                                         \
+  "    WHERE e.processed_at IS NULL\n"                                                        \
+  "      AND ($3::text IS NULL OR e.provider = $3)\n"                                         \
+  "      AND ((e.status = 'pending' AND e.next_attempt_at <= now())\n"                        \
+  "        OR (e.status = 'processing' AND e.lease_expires_at <= now()\n"                     \
+  "            AND NOT EXISTS (SELECT 1 FROM inbox.providers p\n"                             \
+  "                            WHERE p.name = e.provider AND p.on_lease_expiry = 'hold')))\n" \
+  "    ORDER BY e.id\n"                                                                       \
+  "    LIMIT $1\n"                                                                            \
+  "    FOR UPDATE SKIP LOCKED\n"                                                              \
+  ")\n"
+
 // Version checks (27_ordering.sql): for providers with ordering pointers the
 // entity and version are read from the payload being handed out; with
 // transition rules, an event advance would refuse is held, not handed out:
 // held_reason set and a lease that never expires, so neither claim nor
 // reconcile takes it back (a person resolves it). Other providers pay a
 // lookup in the (small) provider_ordering table.
-KeptPlan claim_plan = {R"SQL(
-WITH due AS (
-    SELECT e.id, e.provider FROM inbox.events e
-    WHERE e.processed_at IS NULL
-      AND ($3::text IS NULL OR e.provider = $3)
-      AND ((e.status = 'pending' AND e.next_attempt_at <= now())
-        OR (e.status = 'processing' AND e.lease_expires_at <= now()
-            AND NOT EXISTS (SELECT 1 FROM inbox.providers p
-                            WHERE p.name = e.provider AND p.on_lease_expiry = 'hold')))
-    ORDER BY e.id
-    LIMIT $1
-    FOR UPDATE SKIP LOCKED
-), claimed AS (
+KeptPlan claim_plan = {INBOX_CLAIM_DUE R"SQL(
 UPDATE inbox.events e
    SET status = 'processing',
        attempts = e.attempts + 1,
@@ -49,8 +53,6 @@ UPDATE inbox.events e
   FROM due LEFT JOIN inbox.provider_ordering o ON o.provider = due.provider
  WHERE e.id = due.id
 RETURNING e.*
-)
-SELECT * FROM claimed WHERE held_reason IS NULL
 )SQL",
                        3,
                        {INT4OID, INTERVALOID, TEXTOID},
@@ -59,20 +61,7 @@ SELECT * FROM claimed WHERE held_reason IS NULL
 
 // The claim of 0.1.0, which its install script binds (symbol inbox_claim)
 // until ALTER EXTENSION UPDATE: its tables lack the columns claim_plan sets.
-// Frozen: never change it.
-KeptPlan claim_plan_0_1_0 = {R"SQL(
-WITH due AS (
-    SELECT e.id FROM inbox.events e
-    WHERE e.processed_at IS NULL
-      AND ($3::text IS NULL OR e.provider = $3)
-      AND ((e.status = 'pending' AND e.next_attempt_at <= now())
-        OR (e.status = 'processing' AND e.lease_expires_at <= now()
-            AND NOT EXISTS (SELECT 1 FROM inbox.providers p
-                            WHERE p.name = e.provider AND p.on_lease_expiry = 'hold')))
-    ORDER BY e.id
-    LIMIT $1
-    FOR UPDATE SKIP LOCKED
-)
+KeptPlan claim_plan_0_1_0 = {INBOX_CLAIM_DUE R"SQL(
 UPDATE inbox.events e
    SET status = 'processing',
        attempts = e.attempts + 1,
@@ -82,10 +71,11 @@ UPDATE inbox.events e
  WHERE e.id = due.id
 RETURNING e.*
 )SQL",
-                              3,
-                              {INT4OID, INTERVALOID, TEXTOID},
-                              nullptr,
-                              CURSOR_OPT_CUSTOM_PLAN};
+                             3,
+                             {INT4OID, INTERVALOID, TEXTOID},
+                             nullptr,
+                             CURSOR_OPT_CUSTOM_PLAN};
+#undef INBOX_CLAIM_DUE
 
 KeptPlan provider_exists_plan = {
     "SELECT 1 FROM inbox.providers WHERE name = $1", 1, {TEXTOID}, nullptr};
@@ -240,7 +230,14 @@ Datum claim(FunctionCallInfo fcinfo, KeptPlan &plan) {
     TupleDesc out = rsinfo->setDesc;
     auto *values = static_cast<Datum *>(palloc(out->natts * sizeof(Datum)));
     auto *isnull = static_cast<bool *>(palloc(out->natts * sizeof(bool)));
+    // Events the claim held (0.2.0, transition rules) are not handed out.
+    int held = SPI_fnumber(SPI_tuptable->tupdesc, "held_reason");
     for (uint64 row = 0; row < SPI_processed; ++row) {
+      if (held > 0) {
+        bool not_held;
+        SPI_getbinval(SPI_tuptable->vals[row], SPI_tuptable->tupdesc, held, &not_held);
+        if (!not_held) continue;
+      }
       int column = 1;
       for (int a = 0; a < out->natts; ++a) {
         if (TupleDescAttr(out, a)->attisdropped) {
