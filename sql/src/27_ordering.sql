@@ -43,46 +43,46 @@ CREATE TABLE inbox.entity_versions (
 COMMENT ON TABLE inbox.entity_versions IS
   'per entity, the newest version inbox.advance answered apply for (and its event and state)';
 
--- Settings known to fit the providers the receiver verifies. The lead's
--- retention work reads retry_window (dedup must outlast the retries).
-CREATE TABLE inbox.provider_presets (
-    name            text PRIMARY KEY,
-    entity_pointer  text,
-    version_pointer text,
-    state_pointer   text,
-    retry_window    interval NOT NULL,
-    on_lease_expiry text NOT NULL CHECK (on_lease_expiry IN ('reclaim', 'hold')),
-    note            text NOT NULL
-);
-COMMENT ON TABLE inbox.provider_presets IS
-  'ordering pointers, retry window and lease policy per provider kind (inbox.apply_preset)';
+-- Settings known to fit the providers the receiver verifies: built in, a
+-- function and a view like the checks (71_checks.sql), so a dump never
+-- carries them. The lead's retention work reads retry_window (dedup must
+-- outlast the retries).
+CREATE FUNCTION inbox._preset_definitions()
+RETURNS TABLE (name text, entity_pointer text, version_pointer text, state_pointer text,
+               retry_window interval, on_lease_expiry text, note text)
+LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
+SELECT * FROM (VALUES
+  ('stripe', '/data/object/id', '/created', '/data/object/status', interval '3 days', 'hold',
+   'created is the event''s creation time in whole seconds: two events of one object in the same second '
+   'tie, and the second one advanced is stale (fetch the object when that matters). Objects without a '
+   'status carry no state. Stripe retries for up to 3 days in live mode. Money moves: hold expired leases.'),
+  ('github_issues', '/issue/id', '/issue/updated_at', '/issue/state', '3 days', 'reclaim',
+   'issues and issue_comment events, ordered by the issue''s updated_at (whole seconds: same-second edits '
+   'tie). Other event families carry no /issue and are never stale. GitHub does not retry on its own; '
+   'failed deliveries can be redelivered for 3 days.'),
+  ('github_pull_requests', '/pull_request/id', '/pull_request/updated_at', '/pull_request/state', '3 days',
+   'reclaim',
+   'pull_request and pull_request_review events, ordered by the pull request''s updated_at (whole seconds). '
+   'Other event families are never stale. Failed deliveries can be redelivered for 3 days.'),
+  ('shopify', '/admin_graphql_api_id', 'header:X-Shopify-Triggered-At', NULL, '48 hours', 'hold',
+   'The resource''s global id (gid://shopify/Order/1, unique across resource kinds) ordered by the time '
+   'Shopify triggered the webhook (fractional seconds). Resources without admin_graphql_api_id are never '
+   'stale. Shopify documents 8 retries over 4 hours (formerly 19 over 48 hours): the window keeps 48 hours. '
+   'Orders and payments: hold expired leases.'),
+  ('slack', NULL, NULL, NULL, '1 hour', 'reclaim',
+   'Events API events are facts (a message, a reaction), not updates of one entity: nothing to order, and '
+   'no pointers are set. Slack retries 3 times within about an hour.'),
+  ('standard', NULL, '/timestamp', NULL, '28 hours', 'reclaim',
+   'Standard Webhooks payloads carry the event time in /timestamp, but the entity is the sender''s own: '
+   'set entity_pointer with inbox.configure_ordering (for example /data/id). Not the webhook-timestamp '
+   'header: it is the time of the attempt, not of the event. The spec fixes no retry schedule; Svix''s '
+   'spans about 27 hours.')
+) v
+$$;
 
-INSERT INTO inbox.provider_presets VALUES
-('stripe', '/data/object/id', '/created', '/data/object/status', '3 days', 'hold',
- 'created is the event''s creation time in whole seconds: two events of one object in the same second '
- 'tie, and the second one advanced is stale (fetch the object when that matters). Objects without a '
- 'status carry no state. Stripe retries for up to 3 days in live mode. Money moves: hold expired leases.'),
-('github_issues', '/issue/id', '/issue/updated_at', '/issue/state', '3 days', 'reclaim',
- 'issues and issue_comment events, ordered by the issue''s updated_at (whole seconds: same-second edits '
- 'tie). Other event families carry no /issue and are never stale. GitHub does not retry on its own; '
- 'failed deliveries can be redelivered for 3 days.'),
-('github_pull_requests', '/pull_request/id', '/pull_request/updated_at', '/pull_request/state', '3 days',
- 'reclaim',
- 'pull_request and pull_request_review events, ordered by the pull request''s updated_at (whole seconds). '
- 'Other event families are never stale. Failed deliveries can be redelivered for 3 days.'),
-('shopify', '/admin_graphql_api_id', 'header:X-Shopify-Triggered-At', NULL, '48 hours', 'hold',
- 'The resource''s global id (gid://shopify/Order/1, unique across resource kinds) ordered by the time '
- 'Shopify triggered the webhook (fractional seconds). Resources without admin_graphql_api_id are never '
- 'stale. Shopify documents 8 retries over 4 hours (formerly 19 over 48 hours): the window keeps 48 hours. '
- 'Orders and payments: hold expired leases.'),
-('slack', NULL, NULL, NULL, '1 hour', 'reclaim',
- 'Events API events are facts (a message, a reaction), not updates of one entity: nothing to order, and '
- 'no pointers are set. Slack retries 3 times within about an hour.'),
-('standard', NULL, '/timestamp', NULL, '28 hours', 'reclaim',
- 'Standard Webhooks payloads carry the event time in /timestamp, but the entity is the sender''s own: '
- 'set entity_pointer with inbox.configure_ordering (for example /data/id). Not the webhook-timestamp '
- 'header: it is the time of the attempt, not of the event. The spec fixes no retry schedule; Svix''s '
- 'spans about 27 hours.');
+CREATE VIEW inbox.provider_presets AS SELECT * FROM inbox._preset_definitions();
+COMMENT ON VIEW inbox.provider_presets IS
+  'ordering pointers, retry window and lease policy per provider kind (inbox.apply_preset)';
 
 -- A pointer as claim evaluates it: NULL for NULL, else a payload path or a
 -- header name. Raises on anything else.
