@@ -36,9 +36,9 @@ constexpr int kMaxClaimRows = 10000;
 // entity and version are read from the payload being handed out; with
 // transition rules, an event advance would refuse is held, not handed out:
 // held_reason set and a lease that never expires, so neither claim nor
-// reconcile takes it back (a person resolves it). Other providers pay a
-// lookup in the (small) provider_ordering table.
-KeptPlan claim_plan = {INBOX_CLAIM_DUE R"SQL(
+// reconcile takes it back (a person resolves it). Run only when a provider
+// claimed from has pointers (ordering_plan); otherwise the plain statement.
+KeptPlan claim_ordering_plan = {INBOX_CLAIM_DUE R"SQL(
 UPDATE inbox.events e
    SET status = 'processing',
        attempts = e.attempts + 1,
@@ -54,14 +54,16 @@ UPDATE inbox.events e
  WHERE e.id = due.id
 RETURNING e.*
 )SQL",
-                       3,
-                       {INT4OID, INTERVALOID, TEXTOID},
-                       nullptr,
-                       CURSOR_OPT_CUSTOM_PLAN};
+                                3,
+                                {INT4OID, INTERVALOID, TEXTOID},
+                                nullptr,
+                                CURSOR_OPT_CUSTOM_PLAN};
 
-// The claim of 0.1.0, which its install script binds (symbol inbox_claim)
-// until ALTER EXTENSION UPDATE: its tables lack the columns claim_plan sets.
-KeptPlan claim_plan_0_1_0 = {INBOX_CLAIM_DUE R"SQL(
+// Without ordering pointers: the claim of 0.2.0 when no provider claimed
+// from has any, and the claim of 0.1.0, which its install script binds
+// (symbol inbox_claim) until ALTER EXTENSION UPDATE (its tables lack the
+// columns claim_ordering_plan sets).
+KeptPlan claim_plain_plan = {INBOX_CLAIM_DUE R"SQL(
 UPDATE inbox.events e
    SET status = 'processing',
        attempts = e.attempts + 1,
@@ -76,6 +78,13 @@ RETURNING e.*
                              nullptr,
                              CURSOR_OPT_CUSTOM_PLAN};
 #undef INBOX_CLAIM_DUE
+
+// Whether the claim must read ordering pointers.
+KeptPlan ordering_plan = {
+    "SELECT 1 FROM inbox.provider_ordering WHERE $1::text IS NULL OR provider = $1 LIMIT 1",
+    1,
+    {TEXTOID},
+    nullptr};
 
 KeptPlan provider_exists_plan = {
     "SELECT 1 FROM inbox.providers WHERE name = $1", 1, {TEXTOID}, nullptr};
@@ -191,8 +200,8 @@ using namespace pg_inbox;
 
 namespace {
 
-// inbox.claim with the statement of the installed version.
-Datum claim(FunctionCallInfo fcinfo, KeptPlan &plan) {
+// inbox.claim; ordering: the installed version has ordering pointers.
+Datum claim(FunctionCallInfo fcinfo, bool ordering) {
   require_arg(fcinfo, 0, "max_rows");
   int32 max_rows = PG_GETARG_INT32(0);
   if (max_rows < 1 || max_rows > kMaxClaimRows)
@@ -223,15 +232,19 @@ Datum claim(FunctionCallInfo fcinfo, KeptPlan &plan) {
     Datum args[3] = {Int32GetDatum(max_rows), interval_from_usecs(lease_usecs),
                      provider ? CStringGetTextDatum(provider) : (Datum)0};
     char nulls[3] = {' ', ' ', provider ? ' ' : 'n'};
-    execute_kept(plan, args, nulls, false, 0);
+    if (ordering) {
+      execute_kept(ordering_plan, &args[2], &nulls[2], true, 1);
+      ordering = SPI_processed > 0;
+    }
+    execute_kept(ordering ? claim_ordering_plan : claim_plain_plan, args, nulls, false, 0);
 
     // RETURNING e.* skips dropped columns; the result type still has them.
     auto *rsinfo = reinterpret_cast<ReturnSetInfo *>(fcinfo->resultinfo);
     TupleDesc out = rsinfo->setDesc;
     auto *values = static_cast<Datum *>(palloc(out->natts * sizeof(Datum)));
     auto *isnull = static_cast<bool *>(palloc(out->natts * sizeof(bool)));
-    // Events the claim held (0.2.0, transition rules) are not handed out.
-    int held = SPI_fnumber(SPI_tuptable->tupdesc, "held_reason");
+    // Events the claim held (transition rules) are not handed out.
+    int held = ordering ? SPI_fnumber(SPI_tuptable->tupdesc, "held_reason") : 0;
     for (uint64 row = 0; row < SPI_processed; ++row) {
       if (held > 0) {
         bool not_held;
@@ -256,9 +269,9 @@ Datum claim(FunctionCallInfo fcinfo, KeptPlan &plan) {
 
 }  // namespace
 
-INBOX_SQL_FUNCTION(inbox_claim) { return claim(fcinfo, claim_plan_0_1_0); }
+INBOX_SQL_FUNCTION(inbox_claim) { return claim(fcinfo, false); }
 
-INBOX_SQL_FUNCTION(inbox_claim_0_2) { return claim(fcinfo, claim_plan); }
+INBOX_SQL_FUNCTION(inbox_claim_0_2) { return claim(fcinfo, true); }
 
 INBOX_SQL_FUNCTION(inbox_complete) {
   require_arg(fcinfo, 0, "id");

@@ -5,6 +5,10 @@ CREATE SCHEMA bench;
 TRUNCATE inbox.events;
 DELETE FROM inbox.entity_versions;
 SELECT inbox.register_provider('bench');
+-- Another provider, with pointers and no events: a claim from every provider
+-- (provider NULL) then runs the ordering statement for bench's events too.
+SELECT inbox.register_provider('other');
+SELECT inbox.apply_preset('other', 'stripe');
 -- The claim of 0.1.0 (the symbol 0.1.0's install script binds), the baseline.
 CREATE FUNCTION bench.claim_010(max_rows int, lease interval, provider text)
 RETURNS SETOF inbox.events AS '$libdir/pg_inbox', 'inbox_claim'

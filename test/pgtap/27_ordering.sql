@@ -1,7 +1,7 @@
 -- Version checks (issue 12): ordering pointers, presets, versions, claim
 -- filling entity_key/version, inbox.advance and transition rules.
 BEGIN;
-SELECT plan(121);
+SELECT plan(123);
 
 SELECT inbox.register_provider('stripe');
 SELECT inbox.register_provider('shop');
@@ -240,6 +240,15 @@ SELECT is(pg_temp.adv('evt_a6'), 'apply', 'a "*" rule allows from canceled');
 SELECT is(pg_temp.adv('evt_c1'), 'apply', 'the first state of an entity is not checked');
 SELECT lives_ok($$ SELECT inbox.set_transitions('stripe', NULL) $$, 'NULL removes the rules');
 SELECT is((SELECT transitions FROM inbox.provider_ordering WHERE provider = 'stripe'), NULL, '... removed');
+
+-- claim from one provider: its pointers decide the statement
+SELECT inbox.ingest('plain', 'p6', '{"id": "q", "v": 1}');
+SELECT is((SELECT entity_key FROM inbox.claim(10, '1 hour', 'plain')), 'q',
+  'a claim from a provider with pointers fills entity_key');
+SELECT inbox.configure_ordering('plain', NULL, NULL);
+SELECT inbox.ingest('plain', 'p7', '{"id": "q", "v": 2}');
+SELECT row_eq($$ SELECT entity_key, version FROM inbox.claim(10, '1 hour', 'plain') $$, ROW(NULL::text, NULL::numeric),
+  'a claim from a provider without pointers leaves them NULL');
 
 -- privileges: workers advance, only the owner configures
 SELECT pg_temp.stripe('evt_w', 'sub_w', 1, 'active');
