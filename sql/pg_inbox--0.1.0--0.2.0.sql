@@ -3500,8 +3500,6 @@ SET enable_seqscan = off;
 COMMENT ON FUNCTION inbox.advance(bigint, uuid) IS
   'In the worker''s transaction: apply (newer than what was applied for its entity, recorded), stale, or lost';
 
-GRANT EXECUTE ON FUNCTION inbox.advance(bigint, uuid) TO inbox_worker;
-
 -- The held gauge of the rollups counts events a transition rule held
 -- (sql/src/70_rollups.sql): inbox.health and the held_events check see them.
 CREATE OR REPLACE FUNCTION inbox.refresh_stats()
@@ -3835,3 +3833,4 @@ REVOKE ALL ON FUNCTION inbox._preset_definitions(), inbox._compile_pointer(text,
                        inbox.configure_ordering(text, text, text, text),
                        inbox.set_transitions(text, jsonb), inbox.apply_preset(text, text),
                        inbox.advance(bigint, uuid) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION inbox.advance(bigint, uuid) TO inbox_worker;

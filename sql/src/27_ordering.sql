@@ -288,5 +288,3 @@ LANGUAGE C VOLATILE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
 SET enable_seqscan = off;
 COMMENT ON FUNCTION inbox.advance(bigint, uuid) IS
   'In the worker''s transaction: apply (newer than what was applied for its entity, recorded), stale, or lost';
-
-GRANT EXECUTE ON FUNCTION inbox.advance(bigint, uuid) TO inbox_worker;
