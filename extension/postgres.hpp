@@ -17,6 +17,7 @@ extern "C" {
 #include "utils/builtins.h"
 #include "utils/guc.h"
 #include "utils/jsonb.h"
+#include "utils/numeric.h"
 #include "utils/timestamp.h"
 #include "utils/uuid.h"
 }

@@ -4,6 +4,7 @@
 
 #include "boundary.hpp"
 #include "gucs.hpp"
+#include "lease.hpp"
 #include "spi.hpp"
 
 namespace pg_inbox {
@@ -15,19 +16,54 @@ constexpr int kMaxClaimRows = 10000;
 // id is a preference (oldest first), not an ordering promise across workers.
 // Touches no indexed column, so a claim is a HOT update. Planned per call:
 // with LIMIT $1 unknown a generic plan sorts the whole backlog.
-KeptPlan claim_plan = {R"SQL(
-WITH due AS (
-    SELECT e.id FROM inbox.events e
-    WHERE e.processed_at IS NULL
-      AND ($3::text IS NULL OR e.provider = $3)
-      AND ((e.status = 'pending' AND e.next_attempt_at <= now())
-        OR (e.status = 'processing' AND e.lease_expires_at <= now()
-            AND NOT EXISTS (SELECT 1 FROM inbox.providers p
-                            WHERE p.name = e.provider AND p.on_lease_expiry = 'hold')))
-    ORDER BY e.id
-    LIMIT $1
-    FOR UPDATE SKIP LOCKED
-)
+// The due events, shared by both claim statements (a raw string cannot
+// span the lines of a macro).
+#define INBOX_CLAIM_DUE                                                                       \
+  "WITH due AS (\n"                                                                           \
+  "    SELECT e.id, e.provider FROM inbox.events e\n"                                         \
+  "    WHERE e.processed_at IS NULL\n"                                                        \
+  "      AND ($3::text IS NULL OR e.provider = $3)\n"                                         \
+  "      AND ((e.status = 'pending' AND e.next_attempt_at <= now())\n"                        \
+  "        OR (e.status = 'processing' AND e.lease_expires_at <= now()\n"                     \
+  "            AND NOT EXISTS (SELECT 1 FROM inbox.providers p\n"                             \
+  "                            WHERE p.name = e.provider AND p.on_lease_expiry = 'hold')))\n" \
+  "    ORDER BY e.id\n"                                                                       \
+  "    LIMIT $1\n"                                                                            \
+  "    FOR UPDATE SKIP LOCKED\n"                                                              \
+  ")\n"
+
+// Version checks (27_ordering.sql): for providers with ordering pointers the
+// entity and version are read from the payload being handed out; with
+// transition rules, an event advance would refuse is held, not handed out:
+// held_reason set and a lease that never expires, so neither claim nor
+// reconcile takes it back (a person resolves it). Run only when a provider
+// claimed from has pointers (ordering_plan); otherwise the plain statement.
+KeptPlan claim_ordering_plan = {INBOX_CLAIM_DUE R"SQL(
+UPDATE inbox.events e
+   SET status = 'processing',
+       attempts = e.attempts + 1,
+       lease_token = inbox._lease_token(e.id, e.attempts + 1, e.first_received_at),
+       lease_expires_at = CASE WHEN o.transitions IS NOT NULL AND inbox._held_transition(e, o) IS NOT NULL
+                               THEN 'infinity' ELSE now() + $2 END,
+       entity_key = CASE WHEN o.provider IS NULL THEN e.entity_key ELSE
+           inbox._pointer_scalar(coalesce(e.payload #> o.entity_path, e.headers -> o.entity_header)) END,
+       version = CASE WHEN o.provider IS NULL THEN e.version ELSE
+           inbox._version_of(coalesce(e.payload #> o.version_path, e.headers -> o.version_header)) END,
+       held_reason = CASE WHEN o.transitions IS NOT NULL THEN inbox._held_transition(e, o) END
+  FROM due LEFT JOIN inbox.provider_ordering o ON o.provider = due.provider
+ WHERE e.id = due.id
+RETURNING e.*
+)SQL",
+                                3,
+                                {INT4OID, INTERVALOID, TEXTOID},
+                                nullptr,
+                                CURSOR_OPT_CUSTOM_PLAN};
+
+// Without ordering pointers: the claim of 0.2.0 when no provider claimed
+// from has any, and the claim of 0.1.0, which its install script binds
+// (symbol inbox_claim) until ALTER EXTENSION UPDATE (its tables lack the
+// columns claim_ordering_plan sets).
+KeptPlan claim_plain_plan = {INBOX_CLAIM_DUE R"SQL(
 UPDATE inbox.events e
    SET status = 'processing',
        attempts = e.attempts + 1,
@@ -37,10 +73,18 @@ UPDATE inbox.events e
  WHERE e.id = due.id
 RETURNING e.*
 )SQL",
-                       3,
-                       {INT4OID, INTERVALOID, TEXTOID},
-                       nullptr,
-                       CURSOR_OPT_CUSTOM_PLAN};
+                             3,
+                             {INT4OID, INTERVALOID, TEXTOID},
+                             nullptr,
+                             CURSOR_OPT_CUSTOM_PLAN};
+#undef INBOX_CLAIM_DUE
+
+// Whether the claim must read ordering pointers.
+KeptPlan ordering_plan = {
+    "SELECT 1 FROM inbox.provider_ordering WHERE $1::text IS NULL OR provider = $1 LIMIT 1",
+    1,
+    {TEXTOID},
+    nullptr};
 
 KeptPlan provider_exists_plan = {
     "SELECT 1 FROM inbox.providers WHERE name = $1", 1, {TEXTOID}, nullptr};
@@ -121,7 +165,7 @@ ORDER BY i.ord
                                 {INT8ARRAYOID, UUIDARRAYOID},
                                 nullptr};
 
-enum class LeaseState { kMissingEvent, kNeverIssued, kLost, kAlreadyDone };
+}  // namespace
 
 // Why a token did not (or no longer does) complete its event.
 LeaseState classify_lease(bool exists, bool done_with_token, bool issued) {
@@ -130,7 +174,6 @@ LeaseState classify_lease(bool exists, bool done_with_token, bool issued) {
   return issued ? LeaseState::kLost : LeaseState::kNeverIssued;
 }
 
-// Call inside spi_call.
 LeaseState lease_state(Datum *args) {
   execute_kept(lease_state_plan, args, nullptr, true, 1);
   if (SPI_processed == 0) return classify_lease(false, false, false);
@@ -151,12 +194,14 @@ void require_arg(FunctionCallInfo fcinfo, int arg, const char *name) {
     throw InboxError(ERRCODE_NULL_VALUE_NOT_ALLOWED, std::string(name) + " must not be null");
 }
 
-}  // namespace
 }  // namespace pg_inbox
 
 using namespace pg_inbox;
 
-INBOX_SQL_FUNCTION(inbox_claim) {
+namespace {
+
+// inbox.claim; ordering: the installed version has ordering pointers.
+Datum claim(FunctionCallInfo fcinfo, bool ordering) {
   require_arg(fcinfo, 0, "max_rows");
   int32 max_rows = PG_GETARG_INT32(0);
   if (max_rows < 1 || max_rows > kMaxClaimRows)
@@ -187,14 +232,25 @@ INBOX_SQL_FUNCTION(inbox_claim) {
     Datum args[3] = {Int32GetDatum(max_rows), interval_from_usecs(lease_usecs),
                      provider ? CStringGetTextDatum(provider) : (Datum)0};
     char nulls[3] = {' ', ' ', provider ? ' ' : 'n'};
-    execute_kept(claim_plan, args, nulls, false, 0);
+    if (ordering) {
+      execute_kept(ordering_plan, &args[2], &nulls[2], true, 1);
+      ordering = SPI_processed > 0;
+    }
+    execute_kept(ordering ? claim_ordering_plan : claim_plain_plan, args, nulls, false, 0);
 
     // RETURNING e.* skips dropped columns; the result type still has them.
     auto *rsinfo = reinterpret_cast<ReturnSetInfo *>(fcinfo->resultinfo);
     TupleDesc out = rsinfo->setDesc;
     auto *values = static_cast<Datum *>(palloc(out->natts * sizeof(Datum)));
     auto *isnull = static_cast<bool *>(palloc(out->natts * sizeof(bool)));
+    // Events the claim held (transition rules) are not handed out.
+    int held = ordering ? SPI_fnumber(SPI_tuptable->tupdesc, "held_reason") : 0;
     for (uint64 row = 0; row < SPI_processed; ++row) {
+      if (held > 0) {
+        bool not_held;
+        SPI_getbinval(SPI_tuptable->vals[row], SPI_tuptable->tupdesc, held, &not_held);
+        if (!not_held) continue;
+      }
       int column = 1;
       for (int a = 0; a < out->natts; ++a) {
         if (TupleDescAttr(out, a)->attisdropped) {
@@ -210,6 +266,12 @@ INBOX_SQL_FUNCTION(inbox_claim) {
   });
   return (Datum)0;
 }
+
+}  // namespace
+
+INBOX_SQL_FUNCTION(inbox_claim) { return claim(fcinfo, false); }
+
+INBOX_SQL_FUNCTION(inbox_claim_0_2) { return claim(fcinfo, true); }
 
 INBOX_SQL_FUNCTION(inbox_complete) {
   require_arg(fcinfo, 0, "id");

@@ -3379,3 +3379,643 @@ REVOKE ALL ON FUNCTION inbox._sequence_id(text, bigint), inbox._sequence_number(
     inbox.raise_sequence_high(text, text[]) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION inbox.claim_tail_listing(text, interval), inbox.raise_sequence_high(text, text[])
   TO inbox_worker;
+
+-- Issue 12: version checks (sql/src/27_ordering.sql, docs/ordering.md): events
+-- carry entity_key, version and held_reason (00_schema.sql); providers get
+-- ordering pointers and presets; inbox.advance compares and sets the applied
+-- version of each entity. claim (queue.cpp) fills the columns and holds events
+-- whose transition is invalid.
+ALTER TABLE inbox.events
+    ADD COLUMN entity_key text,
+    ADD COLUMN version numeric,
+    ADD COLUMN held_reason text;
+
+-- claim runs the 0.2.0 statement (extension/queue.cpp); the symbol 0.1.0
+-- bound keeps running 0.1.0's until this update.
+CREATE OR REPLACE FUNCTION inbox.claim(
+    max_rows int DEFAULT 50,
+    lease interval DEFAULT NULL,
+    provider text DEFAULT NULL)
+RETURNS SETOF inbox.events
+AS 'MODULE_PATHNAME', 'inbox_claim_0_2'
+LANGUAGE C VOLATILE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+ROWS 50;
+
+
+-- How a provider's events are ordered. The pointers as given, and compiled:
+-- a payload pointer as a path for #>, a header as its lower-case name (the
+-- receiver stores header names in lower case in inbox.events.headers).
+CREATE TABLE inbox.provider_ordering (
+    provider        text PRIMARY KEY REFERENCES inbox.providers (name) ON DELETE CASCADE,
+    entity_pointer  text NOT NULL,
+    version_pointer text NOT NULL,
+    state_pointer   text,
+    -- {"from state": ["to state", ...], "*": [...]}; NULL: no transition rules
+    transitions     jsonb,
+    preset          text,
+    updated_at      timestamptz NOT NULL DEFAULT now(),
+    entity_path     text[],
+    entity_header   text,
+    version_path    text[],
+    version_header  text,
+    state_path      text[],
+    state_header    text,
+    CONSTRAINT provider_ordering_transitions_need_state
+      CHECK (transitions IS NULL OR state_pointer IS NOT NULL)
+);
+COMMENT ON TABLE inbox.provider_ordering IS
+  'entity, version and state pointers of a provider (inbox.configure_ordering, inbox.apply_preset)';
+
+-- What was applied last for each entity: advance's compare-and-set.
+CREATE TABLE inbox.entity_versions (
+    provider   text NOT NULL,
+    entity_key text NOT NULL,
+    version    numeric NOT NULL,
+    event_id   bigint NOT NULL,
+    state      text,
+    applied_at timestamptz NOT NULL DEFAULT now(),
+    PRIMARY KEY (provider, entity_key)
+);
+COMMENT ON TABLE inbox.entity_versions IS
+  'per entity, the newest version inbox.advance answered apply for (and its event and state)';
+
+-- Settings known to fit the providers the receiver verifies: built in, a
+-- function and a view like the checks (71_checks.sql), so a dump never
+-- carries them. The lead's retention work reads retry_window (dedup must
+-- outlast the retries).
+CREATE FUNCTION inbox._preset_definitions()
+RETURNS TABLE (name text, entity_pointer text, version_pointer text, state_pointer text,
+               retry_window interval, on_lease_expiry text, note text)
+LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
+SELECT * FROM (VALUES
+  ('stripe', '/data/object/id', '/created', '/data/object/status', interval '3 days', 'hold',
+   'created is the event''s creation time in whole seconds: two events of one object in the same second '
+   'tie, and the second one advanced is stale (fetch the object when that matters). Objects without a '
+   'status carry no state. Stripe retries for up to 3 days in live mode. Money moves: hold expired leases.'),
+  ('github_issues', '/issue/id', '/issue/updated_at', '/issue/state', '3 days', 'reclaim',
+   'issues and issue_comment events, ordered by the issue''s updated_at (whole seconds: same-second edits '
+   'tie). Other event families carry no /issue and are never stale. GitHub does not retry on its own; '
+   'failed deliveries can be redelivered for 3 days.'),
+  ('github_pull_requests', '/pull_request/id', '/pull_request/updated_at', '/pull_request/state', '3 days',
+   'reclaim',
+   'pull_request and pull_request_review events, ordered by the pull request''s updated_at (whole seconds). '
+   'Other event families are never stale. Failed deliveries can be redelivered for 3 days.'),
+  ('shopify', '/admin_graphql_api_id', 'header:X-Shopify-Triggered-At', NULL, '48 hours', 'hold',
+   'The resource''s global id (gid://shopify/Order/1, unique across resource kinds) ordered by the time '
+   'Shopify triggered the webhook (fractional seconds). Resources without admin_graphql_api_id are never '
+   'stale. Shopify documents 8 retries over 4 hours (formerly 19 over 48 hours): the window keeps 48 hours. '
+   'Orders and payments: hold expired leases.'),
+  ('slack', NULL, NULL, NULL, '1 hour', 'reclaim',
+   'Events API events are facts (a message, a reaction), not updates of one entity: nothing to order, and '
+   'no pointers are set. Slack retries 3 times within about an hour.'),
+  ('standard', NULL, '/timestamp', NULL, '28 hours', 'reclaim',
+   'Standard Webhooks payloads carry the event time in /timestamp, but the entity is the sender''s own: '
+   'set entity_pointer with inbox.configure_ordering (for example /data/id). Not the webhook-timestamp '
+   'header: it is the time of the attempt, not of the event. The spec fixes no retry schedule; Svix''s '
+   'spans about 27 hours.')
+) v
+$$;
+
+CREATE VIEW inbox.provider_presets AS SELECT * FROM inbox._preset_definitions();
+COMMENT ON VIEW inbox.provider_presets IS
+  'ordering pointers, retry window and lease policy per provider kind (inbox.apply_preset)';
+
+-- A pointer as claim evaluates it: NULL for NULL, else a payload path or a
+-- header name. Raises on anything else.
+--   /a/b~1c/0      RFC 6901 JSON pointer into the payload (~1 is "/", ~0 is "~")
+--   header:Name    a request header (matched case-insensitively)
+CREATE FUNCTION inbox._compile_pointer(pointer text, what text, OUT path text[], OUT header text)
+LANGUAGE plpgsql IMMUTABLE SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    token text;
+BEGIN
+    IF pointer IS NULL THEN
+        RETURN;
+    END IF;
+    IF pointer = '' OR octet_length(pointer) > 256 THEN
+        RAISE EXCEPTION '% must be 1 to 256 bytes, not %', what, octet_length(pointer)
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF pointer LIKE 'header:%' THEN
+        header := substr(pointer, 8);
+        IF header !~ '^[!#$%&''*+.^_`|~0-9A-Za-z-]{1,64}$' THEN
+            RAISE EXCEPTION '% names no valid header: %', what, quote_literal(pointer)
+                USING ERRCODE = 'invalid_parameter_value',
+                      HINT = 'A header is named like header:X-Shopify-Triggered-At.';
+        END IF;
+        header := lower(header);
+        RETURN;
+    END IF;
+    IF left(pointer, 1) <> '/' THEN
+        RAISE EXCEPTION '% must be a JSON pointer or header:Name, not %', what, quote_literal(pointer)
+            USING ERRCODE = 'invalid_parameter_value',
+                  HINT = 'A JSON pointer starts with "/": /data/object/id, not data.object.id.';
+    END IF;
+    IF pointer ~ '~([^01]|$)' THEN
+        RAISE EXCEPTION '% is a malformed JSON pointer: % (~ must be followed by 0 or 1)',
+            what, quote_literal(pointer) USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    path := '{}';
+    FOREACH token IN ARRAY string_to_array(substr(pointer, 2), '/') LOOP
+        path := path || replace(replace(token, '~1', '/'), '~0', '~');
+    END LOOP;
+    IF cardinality(path) > 32 THEN
+        RAISE EXCEPTION '% is deeper than 32 levels', what USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+END
+$$;
+
+-- The text a pointer found, when it is a string or a number of at most 255
+-- bytes; NULL for anything else (missing, null, an object, too long).
+CREATE FUNCTION inbox._pointer_scalar(value jsonb)
+RETURNS text
+AS 'MODULE_PATHNAME', 'inbox_pointer_scalar'
+LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
+
+-- The version a pointer found: a JSON number as it is; a string holding a
+-- decimal as that number, or an RFC 3339 timestamp as its Unix epoch in
+-- seconds (every fractional digit kept); NULL for anything else.
+CREATE FUNCTION inbox._version_of(value jsonb)
+RETURNS numeric
+AS 'MODULE_PATHNAME', 'inbox_version_of'
+LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
+
+-- Whether a state may follow another: always when there are no rules, when
+-- either state is unknown or when the state does not change; otherwise the
+-- rules must list it under the from state or under "*".
+CREATE FUNCTION inbox._transition_allowed(transitions jsonb, from_state text, to_state text)
+RETURNS boolean LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
+    SELECT transitions IS NULL OR from_state IS NULL OR to_state IS NULL OR from_state = to_state
+        OR coalesce(transitions -> from_state, '[]') ? to_state
+        OR coalesce(transitions -> '*', '[]') ? to_state
+$$;
+
+-- Why claim must hold an event rather than hand it out: its state does not
+-- follow the applied state of its entity, and it is newer (so advance would
+-- raise). NULL when it may be handed out. Only for providers with rules.
+CREATE FUNCTION inbox._held_transition(e inbox.events, o inbox.provider_ordering)
+RETURNS text LANGUAGE sql STABLE SET search_path = pg_catalog, pg_temp AS $$
+    SELECT format('invalid transition from %s to %s', quote_literal(v.state), quote_literal(s.state))
+      FROM (SELECT inbox._pointer_scalar(coalesce(e.payload #> o.entity_path, e.headers -> o.entity_header)) AS entity_key,
+                   inbox._version_of(coalesce(e.payload #> o.version_path, e.headers -> o.version_header)) AS version,
+                   inbox._pointer_scalar(coalesce(e.payload #> o.state_path, e.headers -> o.state_header)) AS state) s
+      JOIN inbox.entity_versions v ON v.provider = e.provider AND v.entity_key = s.entity_key
+     WHERE (v.version < s.version OR v.event_id = e.id)
+       AND NOT inbox._transition_allowed(o.transitions, v.state, s.state)
+$$;
+
+-- Sets (or, with entity_pointer and version_pointer NULL, removes) how a
+-- provider's events are ordered. Keeps its transition rules.
+CREATE FUNCTION inbox.configure_ordering(
+    provider text,
+    entity_pointer text,
+    version_pointer text,
+    state_pointer text DEFAULT NULL)
+RETURNS void LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    entity record;
+    version record;
+    state record;
+BEGIN
+    PERFORM inbox._require_provider(provider);
+    entity := inbox._compile_pointer(entity_pointer, 'entity_pointer');
+    version := inbox._compile_pointer(version_pointer, 'version_pointer');
+    state := inbox._compile_pointer(state_pointer, 'state_pointer');
+    IF (entity_pointer IS NULL) <> (version_pointer IS NULL) THEN
+        RAISE EXCEPTION 'entity_pointer and version_pointer go together'
+            USING ERRCODE = 'invalid_parameter_value',
+                  HINT = 'Set both, or both NULL to stop ordering the provider''s events.';
+    END IF;
+    IF entity_pointer IS NULL THEN
+        IF state_pointer IS NOT NULL THEN
+            RAISE EXCEPTION 'state_pointer needs entity_pointer and version_pointer'
+                USING ERRCODE = 'invalid_parameter_value';
+        END IF;
+        DELETE FROM inbox.provider_ordering o WHERE o.provider = configure_ordering.provider;
+        RETURN;
+    END IF;
+    INSERT INTO inbox.provider_ordering AS o
+           (provider, entity_pointer, version_pointer, state_pointer, entity_path, entity_header,
+            version_path, version_header, state_path, state_header)
+    VALUES (configure_ordering.provider, configure_ordering.entity_pointer,
+            configure_ordering.version_pointer, configure_ordering.state_pointer,
+            entity.path, entity.header, version.path, version.header, state.path, state.header)
+    ON CONFLICT ON CONSTRAINT provider_ordering_pkey DO UPDATE
+       SET entity_pointer = EXCLUDED.entity_pointer, version_pointer = EXCLUDED.version_pointer,
+           state_pointer = EXCLUDED.state_pointer, entity_path = EXCLUDED.entity_path,
+           entity_header = EXCLUDED.entity_header, version_path = EXCLUDED.version_path,
+           version_header = EXCLUDED.version_header, state_path = EXCLUDED.state_path,
+           state_header = EXCLUDED.state_header, preset = NULL, updated_at = now();
+EXCEPTION WHEN check_violation THEN
+    RAISE EXCEPTION 'provider % has transition rules: they need a state_pointer', provider
+        USING ERRCODE = 'invalid_parameter_value',
+              HINT = 'Remove them first: SELECT inbox.set_transitions(provider, NULL);';
+END
+$$;
+
+-- Sets (or, with NULL, removes) the allowed transitions of a provider's
+-- states: {"active": ["past_due", "canceled"], "*": ["canceled"]}.
+CREATE FUNCTION inbox.set_transitions(provider text, transitions jsonb)
+RETURNS void LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    from_state text;
+    targets jsonb;
+BEGIN
+    PERFORM inbox._require_provider(provider);
+    IF transitions IS NOT NULL THEN
+        IF jsonb_typeof(transitions) <> 'object' OR transitions = '{}' THEN
+            RAISE EXCEPTION 'transitions must be a non-empty JSON object of arrays'
+                USING ERRCODE = 'invalid_parameter_value',
+                      HINT = 'For example {"active": ["past_due", "canceled"]}; NULL removes the rules.';
+        END IF;
+        IF octet_length(transitions::text) > 65536 THEN
+            RAISE EXCEPTION 'transitions must be at most 64 kB' USING ERRCODE = 'program_limit_exceeded';
+        END IF;
+        FOR from_state, targets IN SELECT * FROM jsonb_each(transitions) LOOP
+            IF from_state = '' OR octet_length(from_state) > 255 OR jsonb_typeof(targets) <> 'array'
+               OR EXISTS (SELECT 1 FROM jsonb_array_elements(targets) t
+                           WHERE jsonb_typeof(t) <> 'string' OR t #>> '{}' = ''
+                              OR octet_length(t #>> '{}') > 255) THEN
+                RAISE EXCEPTION 'transitions from % must be an array of states (1 to 255 bytes each)',
+                    quote_literal(from_state) USING ERRCODE = 'invalid_parameter_value';
+            END IF;
+        END LOOP;
+    END IF;
+    UPDATE inbox.provider_ordering o SET transitions = set_transitions.transitions, updated_at = now()
+     WHERE o.provider = set_transitions.provider AND o.state_pointer IS NOT NULL;
+    IF NOT FOUND AND transitions IS NOT NULL THEN
+        RAISE EXCEPTION 'provider % has no state_pointer', provider
+            USING ERRCODE = 'invalid_parameter_value',
+                  HINT = 'Set one first: inbox.configure_ordering(provider, entity, version, state).';
+    END IF;
+END
+$$;
+
+-- Applies a preset: its pointers (or none) and its lease policy.
+CREATE FUNCTION inbox.apply_preset(provider text, preset text)
+RETURNS void LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    p inbox.provider_presets;
+BEGIN
+    PERFORM inbox._require_provider(provider);
+    SELECT * INTO p FROM inbox.provider_presets pp WHERE pp.name = preset;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'unknown preset %', coalesce(quote_literal(preset), 'NULL')
+            USING ERRCODE = 'undefined_object',
+                  HINT = 'One of: ' || (SELECT string_agg(name, ', ' ORDER BY name) FROM inbox.provider_presets);
+    END IF;
+    IF p.entity_pointer IS NULL THEN
+        -- Nothing to order by (slack), or an entity only the user knows (standard):
+        -- keep what the user configured.
+        UPDATE inbox.provider_ordering o SET preset = p.name, updated_at = now()
+         WHERE o.provider = apply_preset.provider;
+    ELSE
+        PERFORM inbox.configure_ordering(provider, p.entity_pointer, p.version_pointer, p.state_pointer);
+        UPDATE inbox.provider_ordering o SET preset = p.name WHERE o.provider = apply_preset.provider;
+    END IF;
+    UPDATE inbox.providers pr SET on_lease_expiry = p.on_lease_expiry WHERE pr.name = provider;
+END
+$$;
+
+CREATE FUNCTION inbox.advance(id bigint, lease_token uuid)
+RETURNS text
+AS 'MODULE_PATHNAME', 'inbox_advance'
+LANGUAGE C VOLATILE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+SET enable_seqscan = off;
+COMMENT ON FUNCTION inbox.advance(bigint, uuid) IS
+  'In the worker''s transaction: apply (newer than what was applied for its entity, recorded), stale, or lost';
+
+-- The held gauge of the rollups counts events a transition rule held
+-- (sql/src/70_rollups.sql): inbox.health and the held_events check see them.
+CREATE OR REPLACE FUNCTION inbox.refresh_stats()
+RETURNS jsonb LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    started timestamptz := clock_timestamp();
+    this_minute timestamptz := date_trunc('minute', now());
+    st inbox.stats_state;
+    prev_at timestamptz;
+    low bigint;
+    new_low bigint;
+    hist_low bigint;
+    new_hist bigint;
+    candidates bigint;
+    ref inbox.references;
+    chunk_rows int;
+    chunk_orphans int;
+    chunk_last text;
+    cron_failed int;
+BEGIN
+    IF NOT pg_try_advisory_xact_lock(1885957733, 1) THEN
+        RETURN jsonb_build_object('skipped', 'busy');
+    END IF;
+    SELECT * INTO st FROM inbox.stats_state;
+    IF NOT FOUND THEN
+        -- First refresh: the last hour, read backwards along the primary key.
+        prev_at := now() - interval '1 hour';
+        low := coalesce((SELECT e.id FROM inbox.events e WHERE e.first_received_at < prev_at
+                          ORDER BY e.id DESC LIMIT 1), 0);
+        hist_low := coalesce((SELECT h.id FROM inbox.event_history h WHERE h.recorded_at < prev_at
+                               ORDER BY h.id DESC LIMIT 1), 0);
+    ELSE
+        prev_at := st.refreshed_at;
+        low := st.event_watermark;
+        hist_low := st.history_watermark;
+    END IF;
+
+    -- Every candidate as it is now, beside what it was at the last refresh.
+    -- (Everything later statements need from an event is copied here, read
+    -- once by id: no statement below joins the events table, whatever the
+    -- planner would think of a temp table without statistics.)
+    IF to_regclass('pg_temp.inbox_stats_diff') IS NULL THEN
+        CREATE TEMP TABLE inbox_stats_diff (
+            id bigint, provider text, external_id text, status text, attempts int, delivery_count int,
+            received_at timestamptz, first_received_at timestamptz, processed_at timestamptz,
+            source text, last_error text, payload_md5 text, new_event boolean,
+            body_md5 text, skew float8,
+            s_status text, s_attempts int, s_delivery_count int, s_payload_md5 text
+        ) ON COMMIT DELETE ROWS;
+    END IF;
+    TRUNCATE inbox_stats_diff;
+    INSERT INTO inbox_stats_diff
+    SELECT e.id, e.provider, e.external_id, e.status, e.attempts, e.delivery_count, e.received_at,
+           e.first_received_at, e.processed_at, e.source, e.last_error,
+           CASE WHEN e.status = 'processing' OR s.status = 'processing' THEN md5(e.payload::text) END,
+           s.id IS NULL,
+           -- new events: the body, for replays (64 bytes or more), and the provider's clock
+           CASE WHEN s.id IS NULL AND octet_length(e.payload::text) >= 64 THEN md5(e.payload::text) END,
+           CASE WHEN s.id IS NULL THEN abs(extract(epoch FROM e.first_received_at)
+                                           - inbox._provider_epoch(e.headers, e.payload)) END,
+           s.status, s.attempts, s.delivery_count, s.payload_md5
+      FROM (SELECT c.id FROM inbox.events c WHERE c.id > low
+            UNION SELECT x.id FROM inbox.stats_seen x) ids
+      CROSS JOIN LATERAL (SELECT * FROM inbox.events ev WHERE ev.id = ids.id) e
+      LEFT JOIN inbox.stats_seen s ON s.id = e.id;
+    GET DIAGNOSTICS candidates = ROW_COUNT;
+
+    -- Counters, each added to the minute it happened in.
+    WITH facts AS (
+        SELECT d.provider, date_trunc('minute', d.first_received_at) AS minute,
+               1 AS arrivals, (d.source = 'backfill')::int AS backfilled,
+               0 AS redeliveries, 0 AS claims, 0 AS first_claims, 0 AS processed, 0 AS dead,
+               0 AS payload_changed, NULL::bigint AS max_seq,
+               d.skew,
+               NULL::int AS latency_bucket, NULL::int AS claim_bucket
+          FROM inbox_stats_diff d
+         WHERE d.new_event
+        UNION ALL
+        SELECT d.provider, date_trunc('minute', d.received_at), 0, 0,
+               d.delivery_count - coalesce(d.s_delivery_count, 1), 0, 0, 0, 0,
+               -- processing at the last refresh, re-delivered with another payload since
+               (d.s_status = 'processing' AND d.payload_md5 <> d.s_payload_md5)::int,
+               NULL, NULL, NULL, NULL
+          FROM inbox_stats_diff d
+         WHERE d.delivery_count > coalesce(d.s_delivery_count, 1)
+        UNION ALL
+        SELECT d.provider, this_minute, 0, 0, 0, d.attempts - coalesce(d.s_attempts, 0),
+               (coalesce(d.s_attempts, 0) = 0)::int, 0, 0, 0, NULL, NULL, NULL,
+               CASE WHEN coalesce(d.s_attempts, 0) = 0 THEN inbox._hist_bucket(
+                   least(extract(epoch FROM coalesce(d.processed_at, now()) - d.first_received_at),
+                         greatest(extract(epoch FROM prev_at - d.first_received_at), 0))) END
+          FROM inbox_stats_diff d
+         WHERE d.attempts > coalesce(d.s_attempts, 0)
+        UNION ALL
+        SELECT d.provider, date_trunc('minute', d.processed_at), 0, 0, 0, 0, 0,
+               (d.status = 'done')::int, (d.status = 'dead')::int, 0, NULL, NULL,
+               CASE WHEN d.status = 'done' THEN
+                   inbox._hist_bucket(extract(epoch FROM d.processed_at - d.first_received_at)) END,
+               NULL
+          FROM inbox_stats_diff d
+         WHERE d.status IN ('done', 'dead') AND d.status IS DISTINCT FROM d.s_status
+        UNION ALL
+        SELECT d.provider, date_trunc('minute', d.first_received_at), 0, 0, 0, 0, 0, 0, 0, 0,
+               substr(d.id_text, length(g.prefix) + 1)::bigint, NULL, NULL, NULL
+          FROM (SELECT x.provider, x.first_received_at, x.external_id AS id_text
+                  FROM inbox_stats_diff x WHERE x.new_event) d
+          JOIN (SELECT s.provider, split_part(s.pattern, '{', 1) AS prefix
+                  FROM inbox.gap_sources s WHERE s.kind = 'sequence') g ON g.provider = d.provider
+         WHERE left(d.id_text, length(g.prefix)) = g.prefix
+           AND substr(d.id_text, length(g.prefix) + 1) ~ '^[0-9]{1,18}$'
+    )
+    INSERT INTO inbox.stats_minute AS m
+           (provider, minute, arrivals, backfilled, redeliveries, claims, first_claims, processed,
+            dead, payload_changed, max_seq, skew_max_s, latency_hist, claim_hist)
+    SELECT f.provider, f.minute, sum(f.arrivals), sum(f.backfilled), sum(f.redeliveries),
+           sum(f.claims), sum(f.first_claims), sum(f.processed), sum(f.dead),
+           sum(f.payload_changed), max(f.max_seq), max(f.skew),
+           inbox._hist_of(array_agg(f.latency_bucket) FILTER (WHERE f.latency_bucket IS NOT NULL)),
+           inbox._hist_of(array_agg(f.claim_bucket) FILTER (WHERE f.claim_bucket IS NOT NULL))
+      FROM facts f
+     GROUP BY f.provider, f.minute
+    ON CONFLICT ON CONSTRAINT stats_minute_pkey DO UPDATE
+       SET arrivals = m.arrivals + EXCLUDED.arrivals,
+           backfilled = m.backfilled + EXCLUDED.backfilled,
+           redeliveries = m.redeliveries + EXCLUDED.redeliveries,
+           claims = m.claims + EXCLUDED.claims,
+           first_claims = m.first_claims + EXCLUDED.first_claims,
+           processed = m.processed + EXCLUDED.processed,
+           dead = m.dead + EXCLUDED.dead,
+           payload_changed = m.payload_changed + EXCLUDED.payload_changed,
+           max_seq = greatest(m.max_seq, EXCLUDED.max_seq),
+           skew_max_s = greatest(m.skew_max_s, EXCLUDED.skew_max_s),
+           latency_hist = inbox._hist_add(m.latency_hist, EXCLUDED.latency_hist),
+           claim_hist = inbox._hist_add(m.claim_hist, EXCLUDED.claim_hist);
+
+    -- Replays: new events whose payload another new event of the window has.
+    -- Bodies under 64 bytes ({} from a test button) say nothing: a real
+    -- event body carries its own ids and times.
+    INSERT INTO inbox.stats_minute AS m (provider, minute, replay_suspects)
+    SELECT r.provider, this_minute, sum(r.n - 1)
+      FROM (SELECT d.provider, count(*) AS n FROM inbox_stats_diff d
+             WHERE d.body_md5 IS NOT NULL
+             GROUP BY d.provider, d.body_md5 HAVING count(*) > 1) r
+     GROUP BY r.provider
+    ON CONFLICT ON CONSTRAINT stats_minute_pkey DO UPDATE SET replay_suspects = m.replay_suspects + EXCLUDED.replay_suspects;
+
+    -- Error classes of the attempts that failed in the window.
+    INSERT INTO inbox.error_classes AS c (provider, class, first_seen_at, last_seen_at, seen)
+    SELECT d.provider, inbox._error_class(d.last_error), now(), now(), count(*)
+      FROM inbox_stats_diff d
+     WHERE d.last_error IS NOT NULL AND (d.new_event OR d.attempts <> d.s_attempts OR d.status <> d.s_status)
+     GROUP BY 1, 2
+    ON CONFLICT ON CONSTRAINT error_classes_pkey DO UPDATE SET last_seen_at = now(), seen = c.seen + EXCLUDED.seen;
+
+    -- Reconcile's actions (lease expiries, verify mismatches), by id.
+    new_hist := coalesce((SELECT max(h.id) FROM inbox.event_history h WHERE h.id > hist_low), hist_low);
+    INSERT INTO inbox.stats_minute AS m (provider, minute, lease_expiries, verify_mismatches)
+    SELECT e.provider, date_trunc('minute', h.recorded_at),
+           count(*) FILTER (WHERE h.reason IN ('lease_reclaimed', 'lease_held')),
+           count(*) FILTER (WHERE h.reason = 'verify_mismatch')
+      FROM inbox.event_history h JOIN inbox.events e ON e.id = h.event_id
+     WHERE h.id > hist_low AND h.id <= new_hist
+     GROUP BY 1, 2
+    ON CONFLICT ON CONSTRAINT stats_minute_pkey DO UPDATE
+       SET lease_expiries = m.lease_expiries + EXCLUDED.lease_expiries,
+           verify_mismatches = m.verify_mismatches + EXCLUDED.verify_mismatches;
+
+    -- Tombstones and backfill outcomes of the window, through their time indexes.
+    INSERT INTO inbox.stats_minute AS m (provider, minute, tombstoned, backfill_fetched,
+                                         backfill_not_found, backfill_gave_up)
+    SELECT x.provider, x.minute, sum(x.t), sum(x.f), sum(x.nf), sum(x.g)
+      FROM (SELECT t.provider, date_trunc('minute', t.created_at) AS minute, 1 AS t, 0 AS f, 0 AS nf, 0 AS g
+              FROM inbox.tombstones t WHERE t.created_at > prev_at AND t.created_at <= now()
+            UNION ALL
+            SELECT b.provider, date_trunc('minute', b.finished_at), 0,
+                   (b.status IN ('fetched', 'arrived'))::int, (b.status = 'not_found')::int,
+                   (b.status = 'gave_up')::int
+              FROM inbox.backfill_requests b WHERE b.finished_at > prev_at AND b.finished_at <= now()) x
+     GROUP BY 1, 2
+    ON CONFLICT ON CONSTRAINT stats_minute_pkey DO UPDATE
+       SET tombstoned = m.tombstoned + EXCLUDED.tombstoned,
+           backfill_fetched = m.backfill_fetched + EXCLUDED.backfill_fetched,
+           backfill_not_found = m.backfill_not_found + EXCLUDED.backfill_not_found,
+           backfill_gave_up = m.backfill_gave_up + EXCLUDED.backfill_gave_up;
+
+    -- Effect tables: every event done in the window must have its row.
+    FOR ref IN SELECT * FROM inbox.references r WHERE r.kind = 'effect' ORDER BY r.id LOOP
+        EXECUTE format('INSERT INTO inbox.stats_minute AS m (provider, minute, missing_effects)
+                        SELECT $1, date_trunc(''minute'', d.processed_at), count(*)
+                          FROM inbox_stats_diff d
+                         WHERE d.provider = $1 AND d.status = ''done'' AND d.s_status IS DISTINCT FROM ''done''
+                           AND NOT EXISTS (SELECT 1 FROM %s u WHERE u.%I::text = d.external_id)
+                         GROUP BY 2
+                        ON CONFLICT ON CONSTRAINT stats_minute_pkey DO UPDATE
+                           SET missing_effects = m.missing_effects + EXCLUDED.missing_effects',
+                       ref.rel, ref.col) USING ref.provider;
+    END LOOP;
+
+    -- Reference tables: 10000 values per refresh, in value order, round and round.
+    FOR ref IN SELECT * FROM inbox.references r WHERE r.kind = 'reference' ORDER BY r.id LOOP
+        EXECUTE format('SELECT count(*)::int, count(*) FILTER (WHERE NOT EXISTS (
+                                SELECT 1 FROM inbox.events e WHERE e.provider = $1 AND e.external_id = v.v)
+                              AND NOT EXISTS (SELECT 1 FROM inbox.tombstones t
+                                WHERE t.provider = $1 AND t.external_id = v.v))::int, max(v.v)
+                          FROM (SELECT u.%1$I::text AS v FROM %2$s u
+                                 WHERE u.%1$I IS NOT NULL AND ($2::text IS NULL OR u.%1$I::text > $2)
+                                 ORDER BY u.%1$I::text LIMIT 10000) v', ref.col, ref.rel)
+          INTO chunk_rows, chunk_orphans, chunk_last USING ref.provider, ref.sweep_cursor;
+        IF chunk_rows < 10000 THEN
+            UPDATE inbox.references r SET sweep_cursor = NULL, cycle_orphans = 0,
+                   last_orphans = ref.cycle_orphans + chunk_orphans WHERE r.id = ref.id;
+        ELSE
+            UPDATE inbox.references r SET sweep_cursor = chunk_last,
+                   cycle_orphans = ref.cycle_orphans + chunk_orphans WHERE r.id = ref.id;
+        END IF;
+    END LOOP;
+
+    -- Gauges: one row per provider for this minute, from the open set, the
+    -- unresolved gaps and the reference sweeps.
+    INSERT INTO inbox.stats_minute AS m (provider, minute, backlog, due_unclaimed, oldest_pending_s,
+                                         leases_overdue, held, open_gaps, gaps_past_grace,
+                                         oldest_gap_s, high_seq, orphans)
+    SELECT p.name, this_minute, coalesce(o.backlog, 0), coalesce(o.due_unclaimed, 0), o.oldest_pending_s,
+           coalesce(o.leases_overdue, 0), coalesce(o.held, 0), coalesce(g.open_gaps, 0),
+           coalesce(g.past_grace, 0), g.oldest_gap_s, gs.high_number, r.orphans
+      FROM inbox.providers p
+      LEFT JOIN (SELECT e.provider, count(*) AS backlog,
+                        count(*) FILTER (WHERE e.status = 'pending' AND e.next_attempt_at < now() - interval '5 minutes') AS due_unclaimed,
+                        extract(epoch FROM now() - min(e.first_received_at) FILTER (WHERE e.status = 'pending')) AS oldest_pending_s,
+                        count(*) FILTER (WHERE e.status = 'processing' AND e.lease_expires_at < now() - interval '2 minutes'
+                                           AND pp.on_lease_expiry = 'reclaim') AS leases_overdue,
+                        -- held: an expired lease of a 'hold' provider, or an event a
+                        -- transition rule held (issue 12, 27_ordering.sql)
+                        count(*) FILTER (WHERE e.status = 'processing'
+                                           AND ((e.lease_expires_at <= now() AND pp.on_lease_expiry = 'hold')
+                                                OR e.held_reason IS NOT NULL)) AS held
+                   FROM inbox.events e JOIN inbox.providers pp ON pp.name = e.provider
+                  WHERE e.processed_at IS NULL
+                  GROUP BY e.provider) o ON o.provider = p.name
+      LEFT JOIN (SELECT gp.provider, count(*) AS open_gaps,
+                        count(*) FILTER (WHERE gp.first_seen_at < now() - coalesce(src.grace, interval '1 hour')) AS past_grace,
+                        extract(epoch FROM now() - min(gp.first_seen_at)) AS oldest_gap_s
+                   FROM inbox.gaps gp LEFT JOIN inbox.gap_sources src ON src.provider = gp.provider
+                  WHERE gp.status <> 'resolved'
+                  GROUP BY gp.provider) g ON g.provider = p.name
+      LEFT JOIN inbox.gap_sources gs ON gs.provider = p.name AND gs.kind = 'sequence'
+      LEFT JOIN (SELECT rf.provider, sum(greatest(rf.last_orphans, rf.cycle_orphans))::int AS orphans
+                   FROM inbox.references rf WHERE rf.kind = 'reference' GROUP BY rf.provider) r ON r.provider = p.name
+    ON CONFLICT ON CONSTRAINT stats_minute_pkey DO UPDATE
+       SET backlog = EXCLUDED.backlog, due_unclaimed = EXCLUDED.due_unclaimed,
+           oldest_pending_s = EXCLUDED.oldest_pending_s, leases_overdue = EXCLUDED.leases_overdue,
+           held = EXCLUDED.held, open_gaps = EXCLUDED.open_gaps, gaps_past_grace = EXCLUDED.gaps_past_grace,
+           oldest_gap_s = EXCLUDED.oldest_gap_s, high_seq = EXCLUDED.high_seq, orphans = EXCLUDED.orphans;
+
+    -- The next snapshot: open events, and those past the new watermark (ids
+    -- of transactions still in flight are below it only if they have been
+    -- open for over two minutes).
+    new_low := greatest(low, coalesce((SELECT e.id FROM inbox.events e
+                                        WHERE e.id > low AND e.first_received_at < now() - interval '2 minutes'
+                                        ORDER BY e.id DESC LIMIT 1), low));
+    -- DELETE, not TRUNCATE: its lock would queue the refresh behind a pg_dump.
+    DELETE FROM inbox.stats_seen;
+    INSERT INTO inbox.stats_seen (id, status, attempts, delivery_count, payload_md5)
+    SELECT d.id, d.status, d.attempts, d.delivery_count, d.payload_md5
+      FROM inbox_stats_diff d WHERE d.id > new_low
+    UNION
+    SELECT e.id, e.status, e.attempts, e.delivery_count,
+           CASE WHEN e.status = 'processing' THEN md5(e.payload::text) END
+      FROM inbox.events e WHERE e.processed_at IS NULL;
+
+    -- Outbox messages that went dead (issue 11): "dead and visible to the
+    -- checks". The topic is no provider: rows keyed 'outbox:<topic>' (a
+    -- provider name has no colon), read by outbox_dead_new and inbox.health.
+    -- The minutes of the last hour are counted again, not added to: a
+    -- message whose transaction committed after an earlier refresh is
+    -- counted once all the same (a partial index holds dead messages only).
+    INSERT INTO inbox.stats_minute AS m (provider, minute, dead)
+    SELECT 'outbox:' || d.topic, date_trunc('minute', d.processed_at), count(*)
+      FROM inbox.outbox_delivery d
+     WHERE d.status = 'dead' AND d.processed_at >= date_trunc('minute', now() - interval '1 hour')
+     GROUP BY 1, 2
+    ON CONFLICT ON CONSTRAINT stats_minute_pkey DO UPDATE SET dead = EXCLUDED.dead;
+
+    -- The watcher's own health.
+    IF EXISTS (SELECT 1 FROM pg_catalog.pg_extension WHERE extname = 'pg_cron') THEN
+        EXECUTE 'SELECT count(*)::int FROM cron.job_run_details d JOIN cron.job j ON j.jobid = d.jobid
+                  WHERE j.jobname LIKE ''pg\_inbox:%'' AND d.status = ''failed'' AND d.end_time > $1'
+           INTO cron_failed USING prev_at;
+    END IF;
+    INSERT INTO inbox.stats_global AS g (minute, refreshed_at, refresh_ms, last_reconcile_at, last_gap_scan_at,
+                                         cron_failures, dead_tuple_ratio, dead_tuples, vacuum_age_s, xid_age)
+    SELECT this_minute, now(), extract(epoch FROM clock_timestamp() - started) * 1000,
+           (SELECT r.started_at FROM inbox.reconcile_runs r WHERE NOT r.skipped ORDER BY r.started_at DESC LIMIT 1),
+           (SELECT min(s.last_scan_at) FROM inbox.gap_sources s),
+           cron_failed,
+           t.n_dead_tup::float8 / nullif(t.n_live_tup + t.n_dead_tup, 0), t.n_dead_tup,
+           extract(epoch FROM now() - greatest(t.last_vacuum, t.last_autovacuum)),
+           (SELECT age(d.datfrozenxid) FROM pg_catalog.pg_database d WHERE d.datname = current_database())
+      FROM pg_catalog.pg_stat_user_tables t WHERE t.relid = 'inbox.events'::regclass
+    ON CONFLICT ON CONSTRAINT stats_global_pkey DO UPDATE
+       SET refreshed_at = EXCLUDED.refreshed_at, refresh_ms = EXCLUDED.refresh_ms,
+           last_reconcile_at = EXCLUDED.last_reconcile_at, last_gap_scan_at = EXCLUDED.last_gap_scan_at,
+           cron_failures = coalesce(g.cron_failures, 0) + coalesce(EXCLUDED.cron_failures, 0),
+           dead_tuple_ratio = EXCLUDED.dead_tuple_ratio, dead_tuples = EXCLUDED.dead_tuples,
+           vacuum_age_s = EXCLUDED.vacuum_age_s, xid_age = EXCLUDED.xid_age;
+
+    INSERT INTO inbox.stats_state AS s (singleton, refreshed_at, event_watermark, history_watermark)
+    VALUES (true, now(), new_low, new_hist)
+    ON CONFLICT ON CONSTRAINT stats_state_pkey DO UPDATE
+       SET refreshed_at = EXCLUDED.refreshed_at, event_watermark = EXCLUDED.event_watermark,
+           history_watermark = EXCLUDED.history_watermark;
+
+    -- Bounded history: 35 days of minutes (four weeks of bands and a margin).
+    DELETE FROM inbox.stats_minute m WHERE m.minute < now() - interval '35 days';
+    DELETE FROM inbox.stats_global g WHERE g.minute < now() - interval '35 days';
+    DELETE FROM inbox.receiver_stats r WHERE r.minute < now() - interval '35 days';
+
+    RETURN jsonb_build_object('since', prev_at, 'candidates', candidates, 'watermark', new_low,
+                              'elapsed_ms', round((extract(epoch FROM clock_timestamp() - started) * 1000)::numeric, 1));
+END
+$$;
+
+-- What 85_dump.sql and 90_privileges.sql do for a fresh install.
+SELECT pg_catalog.pg_extension_config_dump('inbox.provider_ordering', '');
+SELECT pg_catalog.pg_extension_config_dump('inbox.entity_versions', '');
+REVOKE ALL ON inbox.provider_ordering, inbox.entity_versions, inbox.provider_presets FROM PUBLIC;
+REVOKE ALL ON FUNCTION inbox._preset_definitions(), inbox._compile_pointer(text, text),
+                       inbox._pointer_scalar(jsonb), inbox._version_of(jsonb),
+                       inbox._transition_allowed(jsonb, text, text),
+                       inbox._held_transition(inbox.events, inbox.provider_ordering),
+                       inbox.configure_ordering(text, text, text, text),
+                       inbox.set_transitions(text, jsonb), inbox.apply_preset(text, text),
+                       inbox.advance(bigint, uuid) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION inbox.advance(bigint, uuid) TO inbox_worker;

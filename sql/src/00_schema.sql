@@ -68,6 +68,11 @@ CREATE TABLE inbox.events (
     last_error        text,
     headers           jsonb,
     payload           jsonb NOT NULL,
+    -- Issue 12, version checks (27_ordering.sql): set by claim for providers
+    -- with ordering pointers; held_reason marks an event held by a rule.
+    entity_key        text,
+    version           numeric,
+    held_reason       text,
     CONSTRAINT events_provider_external_id_key UNIQUE (provider, external_id),
     CONSTRAINT events_external_id_check
       CHECK (octet_length(external_id) BETWEEN 1 AND inbox._external_id_limit()),

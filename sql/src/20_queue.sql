@@ -8,7 +8,7 @@ CREATE FUNCTION inbox.claim(
     lease interval DEFAULT NULL,
     provider text DEFAULT NULL)
 RETURNS SETOF inbox.events
-AS 'MODULE_PATHNAME', 'inbox_claim'
+AS 'MODULE_PATHNAME', 'inbox_claim_0_2'
 LANGUAGE C VOLATILE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
 ROWS 50;
 COMMENT ON FUNCTION inbox.claim(int, interval, text) IS

@@ -512,8 +512,11 @@ BEGIN
                         extract(epoch FROM now() - min(e.first_received_at) FILTER (WHERE e.status = 'pending')) AS oldest_pending_s,
                         count(*) FILTER (WHERE e.status = 'processing' AND e.lease_expires_at < now() - interval '2 minutes'
                                            AND pp.on_lease_expiry = 'reclaim') AS leases_overdue,
-                        count(*) FILTER (WHERE e.status = 'processing' AND e.lease_expires_at <= now()
-                                           AND pp.on_lease_expiry = 'hold') AS held
+                        -- held: an expired lease of a 'hold' provider, or an event a
+                        -- transition rule held (issue 12, 27_ordering.sql)
+                        count(*) FILTER (WHERE e.status = 'processing'
+                                           AND ((e.lease_expires_at <= now() AND pp.on_lease_expiry = 'hold')
+                                                OR e.held_reason IS NOT NULL)) AS held
                    FROM inbox.events e JOIN inbox.providers pp ON pp.name = e.provider
                   WHERE e.processed_at IS NULL
                   GROUP BY e.provider) o ON o.provider = p.name

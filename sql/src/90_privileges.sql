@@ -1,8 +1,8 @@
 -- Least privilege. Two group roles (NOLOGIN; grant them to login roles),
 -- created in 00_schema.sql so every part may grant to them:
 --   inbox_receiver  may only ingest;
---   inbox_worker    may only claim, complete and fail, and drain the
---                   backfill queue (the backfill worker's functions).
+--   inbox_worker    may only claim, complete, fail and advance, and drain
+--                   the backfill queue (the backfill worker's functions).
 -- Neither touches a table directly: every function they call is SECURITY
 -- DEFINER with a fixed search_path.
 
@@ -27,5 +27,6 @@ GRANT EXECUTE ON FUNCTION
     inbox.backfill_fetched(bigint, uuid, jsonb, jsonb),
     inbox.backfill_not_found(bigint, uuid, text),
     inbox.backfill_failed(bigint, uuid, text, interval, int),
-    inbox.add_listed(text, text[], timestamptz)
+    inbox.add_listed(text, text[], timestamptz),
+    inbox.advance(bigint, uuid)
   TO inbox_worker;

@@ -8,7 +8,7 @@ SELECT has_table('inbox', 'providers', 'providers table');
 SELECT columns_are('inbox', 'events', ARRAY[
   'id', 'attempts', 'delivery_count', 'received_at', 'first_received_at', 'next_attempt_at',
   'lease_expires_at', 'processed_at', 'lease_token', 'status', 'provider', 'external_id',
-  'source', 'last_error', 'headers', 'payload']);
+  'source', 'last_error', 'headers', 'payload', 'entity_key', 'version', 'held_reason']);
 SELECT col_is_pk('inbox', 'events', 'id', 'id is the primary key');
 SELECT col_is_unique('inbox', 'events', ARRAY['provider', 'external_id'],
   '(provider, external_id) is the identity of an event');

@@ -1,0 +1,4 @@
+BEGIN;
+SELECT array_agg(id) AS ids, array_agg(lease_token) AS tokens FROM bench.claim_010(100, '5 minutes', 'bench') \gset
+SELECT inbox.complete_batch(':ids'::bigint[], ':tokens'::uuid[]) IS NOT NULL;
+COMMIT;
