@@ -3194,3 +3194,723 @@ SELECT x.provider,
        x.last_gap_scan_at,
        x.stats_refreshed_at
   FROM facts x;
+
+-- Issue 12: delivery log (sql/src/15_delivery_log.sql, repeated here
+-- verbatim). ingest and ingest_batch take the raw body's digest and the
+-- signature scheme (new trailing parameters with defaults: old callers keep
+-- working) and keep the payload of an event being processed; run_job and
+-- schedule() learn the seal_log job; refresh_stats counts changed payloads
+-- from the log. Then what 85_dump.sql and 90_privileges.sql do for a fresh
+-- install, and the new job for a database that had the jobs scheduled.
+DROP FUNCTION inbox.ingest(text, text, jsonb, jsonb, text);
+DROP FUNCTION inbox.ingest_batch(text[], text[], jsonb[], jsonb[], text);
+CREATE FUNCTION inbox.ingest(
+    provider text,
+    external_id text,
+    payload jsonb,
+    headers jsonb DEFAULT NULL,
+    source text DEFAULT 'webhook',
+    body_sha256 bytea DEFAULT NULL,
+    signature_scheme text DEFAULT NULL)
+RETURNS text
+AS 'MODULE_PATHNAME', 'inbox_ingest'
+LANGUAGE C VOLATILE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+SET enable_seqscan = off;
+COMMENT ON FUNCTION inbox.ingest(text, text, jsonb, jsonb, text, bytea, text) IS
+  'Store one delivery: inserted (first), updated (re-delivery, not yet processed), duplicate (already processed)';
+
+CREATE FUNCTION inbox.ingest_batch(
+    providers text[],
+    external_ids text[],
+    payloads jsonb[],
+    headers jsonb[] DEFAULT NULL,
+    source text DEFAULT 'webhook',
+    body_sha256s bytea[] DEFAULT NULL,
+    signature_schemes text[] DEFAULT NULL)
+RETURNS text[]
+AS 'MODULE_PATHNAME', 'inbox_ingest_batch'
+LANGUAGE C VOLATILE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+SET enable_seqscan = off;
+COMMENT ON FUNCTION inbox.ingest_batch(text[], text[], jsonb[], jsonb[], text, bytea[], text[]) IS
+  'Store many deliveries in one statement; one outcome per element, in input order';
+
+-- The delivery log (issue 12): one append-only row per delivery that
+-- inbox.ingest / inbox.ingest_batch saw, hash-chained so that an edit, a
+-- deletion or a reordering is detectable (docs/delivery-log.md).
+--
+-- Concurrency: one chain would serialise every ingest transaction until its
+-- commit. The log is cut into kLogStripes independent chains ("stripes").
+-- An ingest transaction takes a free stripe (a transaction-level advisory
+-- lock, tried without waiting; only when every stripe is busy it waits for
+-- stripe 0), appends after the stripe's last row (a backward probe of the
+-- primary key) and keeps the stripe until it ends: an abort takes its rows
+-- with it, a commit leaves them for the next holder. The primary key
+-- (stripe, seq) makes a fork impossible: two rows cannot share a place.
+
+-- The number of stripes: kLogStripes of extension/delivery_log.hpp, the one
+-- definition.
+CREATE FUNCTION inbox._log_stripes()
+RETURNS int
+AS 'MODULE_PATHNAME', 'inbox_log_stripes'
+LANGUAGE C IMMUTABLE PARALLEL SAFE;
+
+CREATE TABLE inbox.deliveries (
+    stripe           smallint NOT NULL,
+    seq              bigint NOT NULL CHECK (seq > 0),
+    event_id         bigint,               -- NULL when the event's row was already gone
+    delivery         int,                  -- the event's 1st, 2nd, ... delivery
+    received_at      timestamptz NOT NULL,
+    payload_kept     boolean NOT NULL,     -- the event was processing: payload and headers unchanged
+    payload_differs  boolean NOT NULL,     -- ... and this body differs from the one kept
+    outcome          text NOT NULL CHECK (outcome IN ('inserted', 'updated', 'duplicate')),
+    provider         text NOT NULL,
+    external_id      text NOT NULL,
+    source           text NOT NULL,
+    body_hashed      text NOT NULL CHECK (body_hashed IN ('raw', 'jsonb')),
+    signature_scheme text,
+    body_sha256      bytea NOT NULL,
+    headers_sha256   bytea,
+    hash             bytea NOT NULL,
+    CONSTRAINT deliveries_pkey PRIMARY KEY (stripe, seq)
+);
+-- An event's deliveries (and the next number for a duplicate).
+CREATE INDEX deliveries_event_idx ON inbox.deliveries (event_id, delivery);
+-- What the rollups count: bodies that differed from the one a worker held.
+CREATE INDEX deliveries_differs_idx ON inbox.deliveries (received_at) WHERE payload_differs;
+COMMENT ON TABLE inbox.deliveries IS
+  'one append-only, hash-chained row per delivery seen by inbox.ingest/ingest_batch; inbox.verify_log checks it';
+COMMENT ON COLUMN inbox.deliveries.body_sha256 IS
+  'SHA-256 of the raw body when the caller passed it (body_hashed = raw), else of the stored jsonb as text';
+COMMENT ON COLUMN inbox.deliveries.headers_sha256 IS 'SHA-256 of the headers jsonb as text; NULL without headers';
+
+-- Periodic seals: every stripe's last (seq, hash) at one moment, chained
+-- too. Export them (docs/delivery-log.md): a copy kept elsewhere is what
+-- proves the log was not rewritten after the seal.
+CREATE TABLE inbox.log_seals (
+    id        bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    sealed_at timestamptz NOT NULL,
+    seqs      bigint[] NOT NULL,  -- per stripe 0..n-1: its last seq (0: empty)
+    hashes    bytea[] NOT NULL,   -- per stripe: that row's hash (zeros: empty)
+    hash      bytea NOT NULL      -- SHA-256 over the previous seal's hash and this seal
+);
+COMMENT ON TABLE inbox.log_seals IS
+  'the heads of the delivery log at intervals (inbox.seal_log); export them and keep them elsewhere';
+
+-- Append-only, even for the owner: UPDATE, DELETE and TRUNCATE are refused.
+-- (A superuser can disable the triggers; inbox.verify_log detects what they
+-- change, up to a rewrite of everything after the last exported seal.)
+CREATE FUNCTION inbox._refuse_log_change()
+RETURNS trigger LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
+BEGIN
+    RAISE EXCEPTION '% is append-only: % refused', TG_TABLE_SCHEMA || '.' || TG_TABLE_NAME, TG_OP
+        USING ERRCODE = 'insufficient_privilege';
+END
+$$;
+CREATE TRIGGER deliveries_append_only BEFORE UPDATE OR DELETE ON inbox.deliveries
+    FOR EACH ROW EXECUTE FUNCTION inbox._refuse_log_change();
+CREATE TRIGGER deliveries_no_truncate BEFORE TRUNCATE ON inbox.deliveries
+    FOR EACH STATEMENT EXECUTE FUNCTION inbox._refuse_log_change();
+CREATE TRIGGER log_seals_append_only BEFORE UPDATE OR DELETE ON inbox.log_seals
+    FOR EACH ROW EXECUTE FUNCTION inbox._refuse_log_change();
+CREATE TRIGGER log_seals_no_truncate BEFORE TRUNCATE ON inbox.log_seals
+    FOR EACH STATEMENT EXECUTE FUNCTION inbox._refuse_log_change();
+
+-- A text field of a hashed message: its length in bytes, ':', its bytes;
+-- '~' for NULL. Unambiguous whatever the text holds.
+CREATE FUNCTION inbox._log_field(value text)
+RETURNS text LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
+    SELECT coalesce(octet_length(value) || ':' || value, '~')
+$$;
+
+-- The bytes a delivery's hash covers after the previous hash. The same
+-- encoding as chain_message() in extension/log_chain.cpp (verify_log
+-- proves they agree on every row ingest wrote).
+CREATE FUNCTION inbox._delivery_message(d inbox.deliveries)
+RETURNS bytea LANGUAGE sql STABLE PARALLEL SAFE AS $$
+    SELECT convert_to(concat_ws('|', d.stripe, d.seq, coalesce(d.event_id::text, '~'),
+                                coalesce(d.delivery::text, '~'),
+                                (extract(epoch FROM d.received_at) * 1000000)::bigint,
+                                inbox._log_field(d.provider), inbox._log_field(d.external_id),
+                                inbox._log_field(d.source), d.outcome,
+                                CASE WHEN d.payload_kept THEN 't' ELSE 'f' END,
+                                CASE WHEN d.payload_differs THEN 't' ELSE 'f' END,
+                                encode(d.body_sha256, 'hex'), d.body_hashed,
+                                inbox._log_field(d.signature_scheme),
+                                coalesce(encode(d.headers_sha256, 'hex'), '~')),
+                      pg_catalog.getdatabaseencoding())
+$$;
+
+-- A seal's hash: over the previous seal's hash, its id, time and heads.
+CREATE FUNCTION inbox._seal_hash(prev bytea, id bigint, sealed_at timestamptz, seqs bigint[], hashes bytea[])
+RETURNS bytea LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
+    SELECT sha256(prev || convert_to(concat_ws('|', id, (extract(epoch FROM sealed_at) * 1000000)::bigint,
+                                               array_to_string(seqs, ','),
+                                               (SELECT string_agg(encode(h, 'hex'), ',' ORDER BY k)
+                                                  FROM unnest(hashes) WITH ORDINALITY AS x(h, k))),
+                                     'UTF8'))
+$$;
+
+-- Seals the log: every stripe's last row, when anything was appended since
+-- the last seal. Returns the seal's id, or NULL when nothing changed.
+CREATE FUNCTION inbox.seal_log()
+RETURNS bigint LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    last inbox.log_seals;
+    heads_seqs bigint[];
+    heads_hashes bytea[];
+    new_id bigint;
+    at timestamptz := clock_timestamp();
+BEGIN
+    -- One seal at a time, or two would chain to the same predecessor.
+    PERFORM pg_advisory_xact_lock(1885957740, -1);
+    SELECT array_agg(coalesce(h.seq, 0) ORDER BY s), array_agg(coalesce(h.hash, decode(repeat('00', 32), 'hex')) ORDER BY s)
+      INTO heads_seqs, heads_hashes
+      FROM generate_series(0, inbox._log_stripes() - 1) s
+      LEFT JOIN LATERAL (SELECT d.seq, d.hash FROM inbox.deliveries d
+                          WHERE d.stripe = s ORDER BY d.seq DESC LIMIT 1) h ON true;
+    SELECT * INTO last FROM inbox.log_seals l ORDER BY l.id DESC LIMIT 1;
+    IF last.seqs IS NOT DISTINCT FROM heads_seqs THEN
+        RETURN NULL;
+    END IF;
+    new_id := nextval(pg_get_serial_sequence('inbox.log_seals', 'id'));
+    INSERT INTO inbox.log_seals (id, sealed_at, seqs, hashes, hash)
+    OVERRIDING SYSTEM VALUE
+    VALUES (new_id, at, heads_seqs, heads_hashes,
+            inbox._seal_hash(coalesce(last.hash, decode(repeat('00', 32), 'hex')), new_id, at,
+                             heads_seqs, heads_hashes));
+    RETURN new_id;
+END
+$$;
+COMMENT ON FUNCTION inbox.seal_log() IS
+  'seal the delivery log (scheduled by inbox.schedule); the new seal''s id, NULL when nothing was appended';
+
+-- Checks the log between two times and returns its first broken link, or no
+-- row. The range is widened to seals: it starts at the last seal at or
+-- before from_time (NULL: the beginning) and ends at the first seal at or
+-- after to_time (NULL: the last row). Checked: every link of every stripe
+-- in the range (hash over the previous hash and the row; no missing seq),
+-- then every seal in the range against the seal before it and the rows it
+-- sealed (so a tail truncated below the last seal is found).
+CREATE FUNCTION inbox.verify_log(from_time timestamptz DEFAULT NULL, to_time timestamptz DEFAULT NULL)
+RETURNS TABLE (stripe int, seq bigint, seal_id bigint, problem text)
+LANGUAGE plpgsql STABLE SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    zeros CONSTANT bytea := decode(repeat('00', 32), 'hex');
+    stripes CONSTANT int := inbox._log_stripes();
+    first_seal inbox.log_seals;
+    end_seal inbox.log_seals;
+    s record;
+    k int;
+    lo bigint;
+    lo_hash bytea;
+    hi bigint;
+    got record;
+BEGIN
+    IF from_time > to_time THEN
+        RAISE EXCEPTION 'from_time % is after to_time %', from_time, to_time
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF from_time IS NOT NULL THEN
+        SELECT * INTO first_seal FROM inbox.log_seals l WHERE l.sealed_at <= from_time ORDER BY l.id DESC LIMIT 1;
+    END IF;
+    IF to_time IS NOT NULL THEN
+        SELECT * INTO end_seal FROM inbox.log_seals l WHERE l.sealed_at >= to_time ORDER BY l.id LIMIT 1;
+    END IF;
+
+    FOR k IN 0 .. stripes - 1 LOOP
+        lo := coalesce(first_seal.seqs[k + 1], 0);
+        lo_hash := coalesce(first_seal.hashes[k + 1], zeros);
+        hi := end_seal.seqs[k + 1];
+        -- Every link of the range: the hash over the previous one, no gap.
+        SELECT x.seq, x.expected_seq INTO got
+          FROM (SELECT d.seq, d.hash,
+                       coalesce(lag(d.seq) OVER w, lo) + 1 AS expected_seq,
+                       sha256(coalesce(lag(d.hash) OVER w, lo_hash) || inbox._delivery_message(d)) AS computed
+                  FROM inbox.deliveries d
+                 WHERE d.stripe = k AND d.seq > lo AND (hi IS NULL OR d.seq <= hi)
+                WINDOW w AS (ORDER BY d.seq)) x
+         WHERE x.seq <> x.expected_seq OR x.computed <> x.hash
+         ORDER BY x.seq LIMIT 1;
+        IF FOUND THEN
+            IF got.seq <> got.expected_seq THEN
+                RETURN QUERY SELECT k, got.expected_seq, NULL::bigint,
+                                    format('rows %s to %s are missing', got.expected_seq, got.seq - 1);
+            ELSE
+                RETURN QUERY SELECT k, got.seq, NULL::bigint,
+                                    'the row does not match its hash or the row before it'::text;
+            END IF;
+            RETURN;
+        END IF;
+    END LOOP;
+
+    -- The seals of the range: each chained to the one before it, and the
+    -- row each sealed still there, unchanged (a truncated tail shows here).
+    FOR s IN SELECT l.*, (SELECT p.hash FROM inbox.log_seals p WHERE p.id < l.id
+                           ORDER BY p.id DESC LIMIT 1) AS prev_hash
+               FROM inbox.log_seals l
+              WHERE l.id >= coalesce(first_seal.id, 0) AND (end_seal.id IS NULL OR l.id <= end_seal.id)
+              ORDER BY l.id LOOP
+        IF cardinality(s.seqs) <> stripes OR cardinality(s.hashes) <> stripes
+           OR s.hash IS DISTINCT FROM inbox._seal_hash(coalesce(s.prev_hash, zeros), s.id, s.sealed_at,
+                                                       s.seqs, s.hashes) THEN
+            RETURN QUERY SELECT NULL::int, NULL::bigint, s.id,
+                                'the seal does not match its contents or the seal before it'::text;
+            RETURN;
+        END IF;
+        FOR k IN 0 .. stripes - 1 LOOP
+            IF s.seqs[k + 1] > 0 AND NOT EXISTS (SELECT 1 FROM inbox.deliveries d
+                                                  WHERE d.stripe = k AND d.seq = s.seqs[k + 1]
+                                                    AND d.hash = s.hashes[k + 1]) THEN
+                RETURN QUERY SELECT k, s.seqs[k + 1], s.id,
+                                    'the row this seal sealed is missing or changed: rows were removed or rewritten'::text;
+                RETURN;
+            END IF;
+        END LOOP;
+    END LOOP;
+END
+$$;
+COMMENT ON FUNCTION inbox.verify_log(timestamptz, timestamptz) IS
+  'the first broken link of the delivery log between two times (widened to seals), or no row';
+
+CREATE OR REPLACE FUNCTION inbox.run_job(job text, every interval)
+RETURNS jsonb LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    seconds double precision;
+    this_window timestamptz;
+    outcome jsonb;
+BEGIN
+    IF job IS NULL OR job NOT IN ('reconcile', 'scan_gaps', 'refresh', 'checks', 'seal_log') THEN
+        RAISE EXCEPTION 'unknown job %', coalesce(quote_literal(job), 'NULL')
+            USING ERRCODE = 'invalid_parameter_value', HINT = 'Jobs: reconcile, scan_gaps, refresh, checks, seal_log.';
+    END IF;
+    IF every IS NULL OR every < interval '1 second' OR every > interval '7 days' THEN
+        RAISE EXCEPTION 'every must be between 1 second and 7 days'
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF NOT pg_try_advisory_xact_lock(1885957732, hashtext(job)) THEN
+        RETURN jsonb_build_object('job', job, 'skipped', 'busy');
+    END IF;
+    seconds := extract(epoch FROM every);
+    this_window := to_timestamp(floor(extract(epoch FROM now()) / seconds) * seconds);
+    INSERT INTO inbox.job_windows AS w (job, window_start)
+    VALUES (run_job.job, this_window)
+    ON CONFLICT ON CONSTRAINT job_windows_pkey DO NOTHING;
+    IF NOT FOUND THEN
+        RETURN jsonb_build_object('job', job, 'skipped', 'window already claimed',
+                                  'window_start', this_window);
+    END IF;
+    IF job = 'reconcile' THEN
+        outcome := inbox.reconcile('schedule');
+    ELSIF job = 'refresh' THEN
+        outcome := inbox.refresh_stats();
+    ELSIF job = 'checks' THEN
+        outcome := inbox.run_checks();
+    ELSIF job = 'seal_log' THEN
+        outcome := jsonb_build_object('seal', inbox.seal_log());
+    ELSE
+        outcome := jsonb_build_object('providers', inbox.scan_all_gaps());
+    END IF;
+    UPDATE inbox.job_windows w SET result = outcome
+     WHERE w.job = run_job.job AND w.window_start = this_window;
+    DELETE FROM inbox.job_windows w
+     WHERE w.job = run_job.job AND w.window_start < now() - interval '7 days';
+    RETURN jsonb_build_object('job', job, 'window_start', this_window, 'result', outcome);
+END
+$$;
+
+DROP FUNCTION inbox.schedule(interval, interval, interval, interval);
+CREATE FUNCTION inbox.schedule(
+    reconcile_every interval DEFAULT '1 minute',
+    scan_gaps_every interval DEFAULT '5 minutes',
+    refresh_every interval DEFAULT '1 minute',
+    checks_every interval DEFAULT '1 minute',
+    seal_log_every interval DEFAULT '5 minutes')
+RETURNS jsonb LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    missing text := inbox._cron_missing();
+    jobs jsonb := '[]';
+    spec record;
+BEGIN
+    IF missing IS NOT NULL THEN
+        RAISE EXCEPTION 'inbox.schedule() needs pg_cron: %', missing
+            USING ERRCODE = 'object_not_in_prerequisite_state',
+                  HINT = 'Without pg_cron, call SELECT inbox.run_job(''reconcile'', ''1 minute''), '
+                         'inbox.run_job(''scan_gaps'', ''5 minutes''), inbox.run_job(''refresh'', ''1 minute'') '
+                         'inbox.run_job(''checks'', ''1 minute'') and inbox.run_job(''seal_log'', ''5 minutes'') '
+                         'from any scheduler.';
+    END IF;
+    FOR spec IN
+        SELECT * FROM (VALUES ('reconcile', reconcile_every), ('scan_gaps', scan_gaps_every),
+                              ('refresh', refresh_every), ('checks', checks_every),
+                              ('seal_log', seal_log_every)) v(job, every)
+    LOOP
+        EXECUTE 'SELECT cron.schedule($1, $2, $3)'
+          USING 'pg_inbox:' || spec.job, inbox._cron_expression(spec.every),
+                format('SELECT inbox.run_job(%L, %L)', spec.job, spec.every);
+        jobs := jobs || jsonb_build_object('job', 'pg_inbox:' || spec.job,
+                                           'schedule', inbox._cron_expression(spec.every),
+                                           'every', spec.every);
+    END LOOP;
+    RETURN jobs;
+END
+$$;
+
+CREATE OR REPLACE FUNCTION inbox.refresh_stats()
+RETURNS jsonb LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    started timestamptz := clock_timestamp();
+    this_minute timestamptz := date_trunc('minute', now());
+    st inbox.stats_state;
+    prev_at timestamptz;
+    low bigint;
+    new_low bigint;
+    hist_low bigint;
+    new_hist bigint;
+    candidates bigint;
+    ref inbox.references;
+    chunk_rows int;
+    chunk_orphans int;
+    chunk_last text;
+    cron_failed int;
+BEGIN
+    IF NOT pg_try_advisory_xact_lock(1885957733, 1) THEN
+        RETURN jsonb_build_object('skipped', 'busy');
+    END IF;
+    SELECT * INTO st FROM inbox.stats_state;
+    IF NOT FOUND THEN
+        -- First refresh: the last hour, read backwards along the primary key.
+        prev_at := now() - interval '1 hour';
+        low := coalesce((SELECT e.id FROM inbox.events e WHERE e.first_received_at < prev_at
+                          ORDER BY e.id DESC LIMIT 1), 0);
+        hist_low := coalesce((SELECT h.id FROM inbox.event_history h WHERE h.recorded_at < prev_at
+                               ORDER BY h.id DESC LIMIT 1), 0);
+    ELSE
+        prev_at := st.refreshed_at;
+        low := st.event_watermark;
+        hist_low := st.history_watermark;
+    END IF;
+
+    -- Every candidate as it is now, beside what it was at the last refresh.
+    -- (Everything later statements need from an event is copied here, read
+    -- once by id: no statement below joins the events table, whatever the
+    -- planner would think of a temp table without statistics.)
+    IF to_regclass('pg_temp.inbox_stats_diff') IS NULL THEN
+        CREATE TEMP TABLE inbox_stats_diff (
+            id bigint, provider text, external_id text, status text, attempts int, delivery_count int,
+            received_at timestamptz, first_received_at timestamptz, processed_at timestamptz,
+            source text, last_error text, payload_md5 text, new_event boolean,
+            body_md5 text, skew float8,
+            s_status text, s_attempts int, s_delivery_count int, s_payload_md5 text
+        ) ON COMMIT DELETE ROWS;
+    END IF;
+    TRUNCATE inbox_stats_diff;
+    INSERT INTO inbox_stats_diff
+    SELECT e.id, e.provider, e.external_id, e.status, e.attempts, e.delivery_count, e.received_at,
+           e.first_received_at, e.processed_at, e.source, e.last_error,
+           NULL,  -- payload_md5: unused since the delivery log counts changed payloads
+           s.id IS NULL,
+           -- new events: the body, for replays (64 bytes or more), and the provider's clock
+           CASE WHEN s.id IS NULL AND octet_length(e.payload::text) >= 64 THEN md5(e.payload::text) END,
+           CASE WHEN s.id IS NULL THEN abs(extract(epoch FROM e.first_received_at)
+                                           - inbox._provider_epoch(e.headers, e.payload)) END,
+           s.status, s.attempts, s.delivery_count, s.payload_md5
+      FROM (SELECT c.id FROM inbox.events c WHERE c.id > low
+            UNION SELECT x.id FROM inbox.stats_seen x) ids
+      CROSS JOIN LATERAL (SELECT * FROM inbox.events ev WHERE ev.id = ids.id) e
+      LEFT JOIN inbox.stats_seen s ON s.id = e.id;
+    GET DIAGNOSTICS candidates = ROW_COUNT;
+
+    -- Counters, each added to the minute it happened in.
+    WITH facts AS (
+        SELECT d.provider, date_trunc('minute', d.first_received_at) AS minute,
+               1 AS arrivals, (d.source = 'backfill')::int AS backfilled,
+               0 AS redeliveries, 0 AS claims, 0 AS first_claims, 0 AS processed, 0 AS dead,
+               0 AS payload_changed, NULL::bigint AS max_seq,
+               d.skew,
+               NULL::int AS latency_bucket, NULL::int AS claim_bucket
+          FROM inbox_stats_diff d
+         WHERE d.new_event
+        UNION ALL
+        SELECT d.provider, date_trunc('minute', d.received_at), 0, 0,
+               d.delivery_count - coalesce(d.s_delivery_count, 1), 0, 0, 0, 0,
+               0,  -- payload_changed: counted from inbox.deliveries below
+               NULL, NULL, NULL, NULL
+          FROM inbox_stats_diff d
+         WHERE d.delivery_count > coalesce(d.s_delivery_count, 1)
+        UNION ALL
+        SELECT d.provider, this_minute, 0, 0, 0, d.attempts - coalesce(d.s_attempts, 0),
+               (coalesce(d.s_attempts, 0) = 0)::int, 0, 0, 0, NULL, NULL, NULL,
+               CASE WHEN coalesce(d.s_attempts, 0) = 0 THEN inbox._hist_bucket(
+                   least(extract(epoch FROM coalesce(d.processed_at, now()) - d.first_received_at),
+                         greatest(extract(epoch FROM prev_at - d.first_received_at), 0))) END
+          FROM inbox_stats_diff d
+         WHERE d.attempts > coalesce(d.s_attempts, 0)
+        UNION ALL
+        SELECT d.provider, date_trunc('minute', d.processed_at), 0, 0, 0, 0, 0,
+               (d.status = 'done')::int, (d.status = 'dead')::int, 0, NULL, NULL,
+               CASE WHEN d.status = 'done' THEN
+                   inbox._hist_bucket(extract(epoch FROM d.processed_at - d.first_received_at)) END,
+               NULL
+          FROM inbox_stats_diff d
+         WHERE d.status IN ('done', 'dead') AND d.status IS DISTINCT FROM d.s_status
+        UNION ALL
+        SELECT d.provider, date_trunc('minute', d.first_received_at), 0, 0, 0, 0, 0, 0, 0, 0,
+               substr(d.id_text, length(g.prefix) + 1)::bigint, NULL, NULL, NULL
+          FROM (SELECT x.provider, x.first_received_at, x.external_id AS id_text
+                  FROM inbox_stats_diff x WHERE x.new_event) d
+          JOIN (SELECT s.provider, split_part(s.pattern, '{', 1) AS prefix
+                  FROM inbox.gap_sources s WHERE s.kind = 'sequence') g ON g.provider = d.provider
+         WHERE left(d.id_text, length(g.prefix)) = g.prefix
+           AND substr(d.id_text, length(g.prefix) + 1) ~ '^[0-9]{1,18}$'
+    )
+    INSERT INTO inbox.stats_minute AS m
+           (provider, minute, arrivals, backfilled, redeliveries, claims, first_claims, processed,
+            dead, payload_changed, max_seq, skew_max_s, latency_hist, claim_hist)
+    SELECT f.provider, f.minute, sum(f.arrivals), sum(f.backfilled), sum(f.redeliveries),
+           sum(f.claims), sum(f.first_claims), sum(f.processed), sum(f.dead),
+           sum(f.payload_changed), max(f.max_seq), max(f.skew),
+           inbox._hist_of(array_agg(f.latency_bucket) FILTER (WHERE f.latency_bucket IS NOT NULL)),
+           inbox._hist_of(array_agg(f.claim_bucket) FILTER (WHERE f.claim_bucket IS NOT NULL))
+      FROM facts f
+     GROUP BY f.provider, f.minute
+    ON CONFLICT ON CONSTRAINT stats_minute_pkey DO UPDATE
+       SET arrivals = m.arrivals + EXCLUDED.arrivals,
+           backfilled = m.backfilled + EXCLUDED.backfilled,
+           redeliveries = m.redeliveries + EXCLUDED.redeliveries,
+           claims = m.claims + EXCLUDED.claims,
+           first_claims = m.first_claims + EXCLUDED.first_claims,
+           processed = m.processed + EXCLUDED.processed,
+           dead = m.dead + EXCLUDED.dead,
+           payload_changed = m.payload_changed + EXCLUDED.payload_changed,
+           max_seq = greatest(m.max_seq, EXCLUDED.max_seq),
+           skew_max_s = greatest(m.skew_max_s, EXCLUDED.skew_max_s),
+           latency_hist = inbox._hist_add(m.latency_hist, EXCLUDED.latency_hist),
+           claim_hist = inbox._hist_add(m.claim_hist, EXCLUDED.claim_hist);
+
+    -- Replays: new events whose payload another new event of the window has.
+    -- Bodies under 64 bytes ({} from a test button) say nothing: a real
+    -- event body carries its own ids and times.
+    INSERT INTO inbox.stats_minute AS m (provider, minute, replay_suspects)
+    SELECT r.provider, this_minute, sum(r.n - 1)
+      FROM (SELECT d.provider, count(*) AS n FROM inbox_stats_diff d
+             WHERE d.body_md5 IS NOT NULL
+             GROUP BY d.provider, d.body_md5 HAVING count(*) > 1) r
+     GROUP BY r.provider
+    ON CONFLICT ON CONSTRAINT stats_minute_pkey DO UPDATE SET replay_suspects = m.replay_suspects + EXCLUDED.replay_suspects;
+
+    -- Error classes of the attempts that failed in the window.
+    INSERT INTO inbox.error_classes AS c (provider, class, first_seen_at, last_seen_at, seen)
+    SELECT d.provider, inbox._error_class(d.last_error), now(), now(), count(*)
+      FROM inbox_stats_diff d
+     WHERE d.last_error IS NOT NULL AND (d.new_event OR d.attempts <> d.s_attempts OR d.status <> d.s_status)
+     GROUP BY 1, 2
+    ON CONFLICT ON CONSTRAINT error_classes_pkey DO UPDATE SET last_seen_at = now(), seen = c.seen + EXCLUDED.seen;
+
+    -- Reconcile's actions (lease expiries, verify mismatches), by id.
+    new_hist := coalesce((SELECT max(h.id) FROM inbox.event_history h WHERE h.id > hist_low), hist_low);
+    INSERT INTO inbox.stats_minute AS m (provider, minute, lease_expiries, verify_mismatches)
+    SELECT e.provider, date_trunc('minute', h.recorded_at),
+           count(*) FILTER (WHERE h.reason IN ('lease_reclaimed', 'lease_held')),
+           count(*) FILTER (WHERE h.reason = 'verify_mismatch')
+      FROM inbox.event_history h JOIN inbox.events e ON e.id = h.event_id
+     WHERE h.id > hist_low AND h.id <= new_hist
+     GROUP BY 1, 2
+    ON CONFLICT ON CONSTRAINT stats_minute_pkey DO UPDATE
+       SET lease_expiries = m.lease_expiries + EXCLUDED.lease_expiries,
+           verify_mismatches = m.verify_mismatches + EXCLUDED.verify_mismatches;
+
+    -- Tombstones and backfill outcomes of the window, through their time indexes.
+    INSERT INTO inbox.stats_minute AS m (provider, minute, tombstoned, backfill_fetched,
+                                         backfill_not_found, backfill_gave_up)
+    SELECT x.provider, x.minute, sum(x.t), sum(x.f), sum(x.nf), sum(x.g)
+      FROM (SELECT t.provider, date_trunc('minute', t.created_at) AS minute, 1 AS t, 0 AS f, 0 AS nf, 0 AS g
+              FROM inbox.tombstones t WHERE t.created_at > prev_at AND t.created_at <= now()
+            UNION ALL
+            SELECT b.provider, date_trunc('minute', b.finished_at), 0,
+                   (b.status IN ('fetched', 'arrived'))::int, (b.status = 'not_found')::int,
+                   (b.status = 'gave_up')::int
+              FROM inbox.backfill_requests b WHERE b.finished_at > prev_at AND b.finished_at <= now()) x
+     GROUP BY 1, 2
+    ON CONFLICT ON CONSTRAINT stats_minute_pkey DO UPDATE
+       SET tombstoned = m.tombstoned + EXCLUDED.tombstoned,
+           backfill_fetched = m.backfill_fetched + EXCLUDED.backfill_fetched,
+           backfill_not_found = m.backfill_not_found + EXCLUDED.backfill_not_found,
+           backfill_gave_up = m.backfill_gave_up + EXCLUDED.backfill_gave_up;
+
+    -- Effect tables: every event done in the window must have its row.
+    FOR ref IN SELECT * FROM inbox.references r WHERE r.kind = 'effect' ORDER BY r.id LOOP
+        EXECUTE format('INSERT INTO inbox.stats_minute AS m (provider, minute, missing_effects)
+                        SELECT $1, date_trunc(''minute'', d.processed_at), count(*)
+                          FROM inbox_stats_diff d
+                         WHERE d.provider = $1 AND d.status = ''done'' AND d.s_status IS DISTINCT FROM ''done''
+                           AND NOT EXISTS (SELECT 1 FROM %s u WHERE u.%I::text = d.external_id)
+                         GROUP BY 2
+                        ON CONFLICT ON CONSTRAINT stats_minute_pkey DO UPDATE
+                           SET missing_effects = m.missing_effects + EXCLUDED.missing_effects',
+                       ref.rel, ref.col) USING ref.provider;
+    END LOOP;
+
+    -- Reference tables: 10000 values per refresh, in value order, round and round.
+    FOR ref IN SELECT * FROM inbox.references r WHERE r.kind = 'reference' ORDER BY r.id LOOP
+        EXECUTE format('SELECT count(*)::int, count(*) FILTER (WHERE NOT EXISTS (
+                                SELECT 1 FROM inbox.events e WHERE e.provider = $1 AND e.external_id = v.v)
+                              AND NOT EXISTS (SELECT 1 FROM inbox.tombstones t
+                                WHERE t.provider = $1 AND t.external_id = v.v))::int, max(v.v)
+                          FROM (SELECT u.%1$I::text AS v FROM %2$s u
+                                 WHERE u.%1$I IS NOT NULL AND ($2::text IS NULL OR u.%1$I::text > $2)
+                                 ORDER BY u.%1$I::text LIMIT 10000) v', ref.col, ref.rel)
+          INTO chunk_rows, chunk_orphans, chunk_last USING ref.provider, ref.sweep_cursor;
+        IF chunk_rows < 10000 THEN
+            UPDATE inbox.references r SET sweep_cursor = NULL, cycle_orphans = 0,
+                   last_orphans = ref.cycle_orphans + chunk_orphans WHERE r.id = ref.id;
+        ELSE
+            UPDATE inbox.references r SET sweep_cursor = chunk_last,
+                   cycle_orphans = ref.cycle_orphans + chunk_orphans WHERE r.id = ref.id;
+        END IF;
+    END LOOP;
+
+    -- Gauges: one row per provider for this minute, from the open set, the
+    -- unresolved gaps and the reference sweeps.
+    INSERT INTO inbox.stats_minute AS m (provider, minute, backlog, due_unclaimed, oldest_pending_s,
+                                         leases_overdue, held, open_gaps, gaps_past_grace,
+                                         oldest_gap_s, high_seq, orphans)
+    SELECT p.name, this_minute, coalesce(o.backlog, 0), coalesce(o.due_unclaimed, 0), o.oldest_pending_s,
+           coalesce(o.leases_overdue, 0), coalesce(o.held, 0), coalesce(g.open_gaps, 0),
+           coalesce(g.past_grace, 0), g.oldest_gap_s, gs.high_number, r.orphans
+      FROM inbox.providers p
+      LEFT JOIN (SELECT e.provider, count(*) AS backlog,
+                        count(*) FILTER (WHERE e.status = 'pending' AND e.next_attempt_at < now() - interval '5 minutes') AS due_unclaimed,
+                        extract(epoch FROM now() - min(e.first_received_at) FILTER (WHERE e.status = 'pending')) AS oldest_pending_s,
+                        count(*) FILTER (WHERE e.status = 'processing' AND e.lease_expires_at < now() - interval '2 minutes'
+                                           AND pp.on_lease_expiry = 'reclaim') AS leases_overdue,
+                        count(*) FILTER (WHERE e.status = 'processing' AND e.lease_expires_at <= now()
+                                           AND pp.on_lease_expiry = 'hold') AS held
+                   FROM inbox.events e JOIN inbox.providers pp ON pp.name = e.provider
+                  WHERE e.processed_at IS NULL
+                  GROUP BY e.provider) o ON o.provider = p.name
+      LEFT JOIN (SELECT gp.provider, count(*) AS open_gaps,
+                        count(*) FILTER (WHERE gp.first_seen_at < now() - coalesce(src.grace, interval '1 hour')) AS past_grace,
+                        extract(epoch FROM now() - min(gp.first_seen_at)) AS oldest_gap_s
+                   FROM inbox.gaps gp LEFT JOIN inbox.gap_sources src ON src.provider = gp.provider
+                  WHERE gp.status <> 'resolved'
+                  GROUP BY gp.provider) g ON g.provider = p.name
+      LEFT JOIN inbox.gap_sources gs ON gs.provider = p.name AND gs.kind = 'sequence'
+      LEFT JOIN (SELECT rf.provider, sum(greatest(rf.last_orphans, rf.cycle_orphans))::int AS orphans
+                   FROM inbox.references rf WHERE rf.kind = 'reference' GROUP BY rf.provider) r ON r.provider = p.name
+    ON CONFLICT ON CONSTRAINT stats_minute_pkey DO UPDATE
+       SET backlog = EXCLUDED.backlog, due_unclaimed = EXCLUDED.due_unclaimed,
+           oldest_pending_s = EXCLUDED.oldest_pending_s, leases_overdue = EXCLUDED.leases_overdue,
+           held = EXCLUDED.held, open_gaps = EXCLUDED.open_gaps, gaps_past_grace = EXCLUDED.gaps_past_grace,
+           oldest_gap_s = EXCLUDED.oldest_gap_s, high_seq = EXCLUDED.high_seq, orphans = EXCLUDED.orphans;
+
+    -- The next snapshot: open events, and those past the new watermark (ids
+    -- of transactions still in flight are below it only if they have been
+    -- open for over two minutes).
+    new_low := greatest(low, coalesce((SELECT e.id FROM inbox.events e
+                                        WHERE e.id > low AND e.first_received_at < now() - interval '2 minutes'
+                                        ORDER BY e.id DESC LIMIT 1), low));
+    -- DELETE, not TRUNCATE: its lock would queue the refresh behind a pg_dump.
+    DELETE FROM inbox.stats_seen;
+    INSERT INTO inbox.stats_seen (id, status, attempts, delivery_count, payload_md5)
+    SELECT d.id, d.status, d.attempts, d.delivery_count, d.payload_md5
+      FROM inbox_stats_diff d WHERE d.id > new_low
+    UNION
+    SELECT e.id, e.status, e.attempts, e.delivery_count, NULL
+      FROM inbox.events e WHERE e.processed_at IS NULL;
+
+    -- Re-deliveries whose body differed from the payload a worker was
+    -- processing (kept: issue 12), from the delivery log's partial index.
+    -- Like the outbox's dead messages below, the minutes of the last hour
+    -- are counted again, not added to, so a late commit is counted once.
+    INSERT INTO inbox.stats_minute AS m (provider, minute, payload_changed)
+    SELECT d.provider, date_trunc('minute', d.received_at), count(*)
+      FROM inbox.deliveries d
+     WHERE d.payload_differs AND d.received_at >= date_trunc('minute', now() - interval '1 hour')
+     GROUP BY 1, 2
+    ON CONFLICT ON CONSTRAINT stats_minute_pkey DO UPDATE SET payload_changed = EXCLUDED.payload_changed;
+
+    -- Outbox messages that went dead (issue 11): "dead and visible to the
+    -- checks". The topic is no provider: rows keyed 'outbox:<topic>' (a
+    -- provider name has no colon), read by outbox_dead_new and inbox.health.
+    -- The minutes of the last hour are counted again, not added to: a
+    -- message whose transaction committed after an earlier refresh is
+    -- counted once all the same (a partial index holds dead messages only).
+    INSERT INTO inbox.stats_minute AS m (provider, minute, dead)
+    SELECT 'outbox:' || d.topic, date_trunc('minute', d.processed_at), count(*)
+      FROM inbox.outbox_delivery d
+     WHERE d.status = 'dead' AND d.processed_at >= date_trunc('minute', now() - interval '1 hour')
+     GROUP BY 1, 2
+    ON CONFLICT ON CONSTRAINT stats_minute_pkey DO UPDATE SET dead = EXCLUDED.dead;
+
+    -- The watcher's own health.
+    IF EXISTS (SELECT 1 FROM pg_catalog.pg_extension WHERE extname = 'pg_cron') THEN
+        EXECUTE 'SELECT count(*)::int FROM cron.job_run_details d JOIN cron.job j ON j.jobid = d.jobid
+                  WHERE j.jobname LIKE ''pg\_inbox:%'' AND d.status = ''failed'' AND d.end_time > $1'
+           INTO cron_failed USING prev_at;
+    END IF;
+    INSERT INTO inbox.stats_global AS g (minute, refreshed_at, refresh_ms, last_reconcile_at, last_gap_scan_at,
+                                         cron_failures, dead_tuple_ratio, dead_tuples, vacuum_age_s, xid_age)
+    SELECT this_minute, now(), extract(epoch FROM clock_timestamp() - started) * 1000,
+           (SELECT r.started_at FROM inbox.reconcile_runs r WHERE NOT r.skipped ORDER BY r.started_at DESC LIMIT 1),
+           (SELECT min(s.last_scan_at) FROM inbox.gap_sources s),
+           cron_failed,
+           t.n_dead_tup::float8 / nullif(t.n_live_tup + t.n_dead_tup, 0), t.n_dead_tup,
+           extract(epoch FROM now() - greatest(t.last_vacuum, t.last_autovacuum)),
+           (SELECT age(d.datfrozenxid) FROM pg_catalog.pg_database d WHERE d.datname = current_database())
+      FROM pg_catalog.pg_stat_user_tables t WHERE t.relid = 'inbox.events'::regclass
+    ON CONFLICT ON CONSTRAINT stats_global_pkey DO UPDATE
+       SET refreshed_at = EXCLUDED.refreshed_at, refresh_ms = EXCLUDED.refresh_ms,
+           last_reconcile_at = EXCLUDED.last_reconcile_at, last_gap_scan_at = EXCLUDED.last_gap_scan_at,
+           cron_failures = coalesce(g.cron_failures, 0) + coalesce(EXCLUDED.cron_failures, 0),
+           dead_tuple_ratio = EXCLUDED.dead_tuple_ratio, dead_tuples = EXCLUDED.dead_tuples,
+           vacuum_age_s = EXCLUDED.vacuum_age_s, xid_age = EXCLUDED.xid_age;
+
+    INSERT INTO inbox.stats_state AS s (singleton, refreshed_at, event_watermark, history_watermark)
+    VALUES (true, now(), new_low, new_hist)
+    ON CONFLICT ON CONSTRAINT stats_state_pkey DO UPDATE
+       SET refreshed_at = EXCLUDED.refreshed_at, event_watermark = EXCLUDED.event_watermark,
+           history_watermark = EXCLUDED.history_watermark;
+
+    -- Bounded history: 35 days of minutes (four weeks of bands and a margin).
+    DELETE FROM inbox.stats_minute m WHERE m.minute < now() - interval '35 days';
+    DELETE FROM inbox.stats_global g WHERE g.minute < now() - interval '35 days';
+    DELETE FROM inbox.receiver_stats r WHERE r.minute < now() - interval '35 days';
+
+    RETURN jsonb_build_object('since', prev_at, 'candidates', candidates, 'watermark', new_low,
+                              'elapsed_ms', round((extract(epoch FROM clock_timestamp() - started) * 1000)::numeric, 1));
+END
+$$;
+
+SELECT pg_catalog.pg_extension_config_dump('inbox.log_seals_id_seq', '');
+SELECT pg_catalog.pg_extension_config_dump('inbox.deliveries', '');
+SELECT pg_catalog.pg_extension_config_dump('inbox.log_seals', '');
+REVOKE ALL ON ALL TABLES IN SCHEMA inbox FROM PUBLIC;
+REVOKE ALL ON ALL SEQUENCES IN SCHEMA inbox FROM PUBLIC;
+REVOKE ALL ON ALL FUNCTIONS IN SCHEMA inbox FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION
+    inbox.ingest(text, text, jsonb, jsonb, text, bytea, text),
+    inbox.ingest_batch(text[], text[], jsonb[], jsonb[], text, bytea[], text[])
+  TO inbox_receiver;
+
+-- A database that had the jobs scheduled gets seal_log too, paused when
+-- the others are paused.
+DO $$
+DECLARE
+    active boolean;
+    job bigint;
+BEGIN
+    IF inbox._cron_missing() IS NOT NULL THEN
+        RETURN;
+    END IF;
+    SELECT bool_or(j.active) INTO active FROM cron.job j
+     WHERE j.jobname IN ('pg_inbox:reconcile', 'pg_inbox:scan_gaps');
+    IF active IS NULL THEN
+        RETURN;
+    END IF;
+    job := cron.schedule('pg_inbox:seal_log', inbox._cron_expression('5 minutes'),
+                         format('SELECT inbox.run_job(%L, %L)', 'seal_log', interval '5 minutes'));
+    IF NOT active THEN
+        PERFORM cron.alter_job(job, active => false);
+    END IF;
+END
+$$;
