@@ -3,17 +3,19 @@
 #include "delivery_log.hpp"
 
 #include <cstring>
+#include <initializer_list>
+#include <new>
 #include <string>
 #include <string_view>
 
 #include "boundary.hpp"
 #include "gucs.hpp"
 #include "log_chain.hpp"
-#include "sha256.hpp"
 #include "spi.hpp"
 
 extern "C" {
 #include "access/xact.h"
+#include "common/cryptohash.h"
 #include "storage/proc.h"
 }
 
@@ -58,13 +60,44 @@ std::string_view text_bytes(Datum datum) {
   return std::string_view(VARDATA_ANY(text), VARSIZE_ANY_EXHDR(text));
 }
 
-// SHA-256 of a jsonb value's text form (what a body hashes to when the
-// caller passed no raw digest, and what headers always hash to).
-Sha256 jsonb_text_sha256(Datum jsonb) {
-  const char *text =
-      pg_call([&] { return DatumGetCString(DirectFunctionCall1(jsonb_out, jsonb)); });
-  return sha256(std::string_view(text));
-}
+// SHA-256 through Postgres's cryptohash (OpenSSL's, hardware-accelerated,
+// when the server has it; its own otherwise): one context per append, made
+// again for each digest. An error abort frees it with its resource owner.
+class Hasher {
+ public:
+  Hasher() : ctx_(pg_call([] { return pg_cryptohash_create(PG_SHA256); })) {
+    if (ctx_ == nullptr) throw std::bad_alloc();
+  }
+  Hasher(const Hasher &) = delete;
+  Hasher &operator=(const Hasher &) = delete;
+  ~Hasher() { pg_cryptohash_free(ctx_); }  // pfree and forget: raises nothing
+
+  // The digest of the concatenated parts.
+  Sha256 digest(std::initializer_list<std::string_view> parts) {
+    Sha256 out;
+    bool ok = pg_cryptohash_init(ctx_) == 0;
+    for (std::string_view part : parts)
+      ok = ok && pg_cryptohash_update(ctx_, reinterpret_cast<const uint8 *>(part.data()),
+                                      part.size()) == 0;
+    ok = ok && pg_cryptohash_final(ctx_, out.data(), out.size()) == 0;
+    if (!ok)
+      throw InboxError(ERRCODE_INTERNAL_ERROR,
+                       std::string("could not compute a SHA-256 digest: ") +
+                           pg_cryptohash_error(ctx_));
+    return out;
+  }
+
+  // The digest of a jsonb value's text form (a body when the caller passed
+  // no raw digest; headers always).
+  Sha256 jsonb_text(Datum jsonb) {
+    const char *text =
+        pg_call([&] { return DatumGetCString(DirectFunctionCall1(jsonb_out, jsonb)); });
+    return digest({std::string_view(text)});
+  }
+
+ private:
+  pg_cryptohash_ctx *ctx_;
+};
 
 Datum bytea_of(const Sha256 &digest) {
   return pg_call([&] {
@@ -158,6 +191,7 @@ void append_deliveries(int stripe, Datum source, const Delivery *rows, int count
     return k;
   });
 
+  Hasher hasher;
   int64 received = received_unix_us();
   Sha256 prev;
   std::memcpy(prev.data(), head.hash, prev.size());
@@ -176,7 +210,7 @@ void append_deliveries(int stripe, Datum source, const Delivery *rows, int count
     f.payload_kept = d.kept;
     f.payload_differs = d.differs;
     if (d.raw_null) {
-      f.body_sha256 = jsonb_text_sha256(d.payload);
+      f.body_sha256 = hasher.jsonb_text(d.payload);
       f.body_hashed = "jsonb";
     } else {
       std::string_view raw = text_bytes(d.raw_sha256);  // checked: 32 bytes
@@ -184,12 +218,11 @@ void append_deliveries(int stripe, Datum source, const Delivery *rows, int count
       f.body_hashed = "raw";
     }
     if (!d.scheme_null) f.signature_scheme = text_bytes(d.scheme);
-    if (!d.headers_null) f.headers_sha256 = jsonb_text_sha256(d.headers);
+    if (!d.headers_null) f.headers_sha256 = hasher.jsonb_text(d.headers);
 
-    Sha256Hasher link;
-    link.update(prev.data(), prev.size());
-    link.update(chain_message(f));
-    prev = link.finish();
+    std::string message = chain_message(f);
+    prev = hasher.digest({std::string_view(reinterpret_cast<const char *>(prev.data()), prev.size()),
+                          message});
 
     c.event_ids[i] = Int64GetDatum(d.event_id);
     c.event_nulls[i] = d.event_null;
