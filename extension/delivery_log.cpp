@@ -17,14 +17,16 @@ extern "C" {
 #include "access/xact.h"
 #include "common/cryptohash.h"
 #include "storage/proc.h"
+#include "utils/snapmgr.h"
 }
 
 namespace pg_inbox {
 namespace {
 
 // The stripe's last row (a backward probe of the primary key). Run after
-// the stripe's lock is held and with a new snapshot (read_only false), so
-// it sees the previous holder's committed rows.
+// the stripe's lock is held, with the latest snapshot: it sees the previous
+// holder's committed rows whatever the isolation level (a REPEATABLE READ
+// snapshot taken before that holder committed would not).
 KeptPlan head_plan = {R"SQL(
 SELECT d.seq, d.hash FROM inbox.deliveries d WHERE d.stripe = $1 ORDER BY d.seq DESC LIMIT 1
 )SQL",
@@ -81,9 +83,8 @@ class Hasher {
                                       part.size()) == 0;
     ok = ok && pg_cryptohash_final(ctx_, out.data(), out.size()) == 0;
     if (!ok)
-      throw InboxError(ERRCODE_INTERNAL_ERROR,
-                       std::string("could not compute a SHA-256 digest: ") +
-                           pg_cryptohash_error(ctx_));
+      throw InboxError(ERRCODE_INTERNAL_ERROR, std::string("could not compute a SHA-256 digest: ") +
+                                                   pg_cryptohash_error(ctx_));
     return out;
   }
 
@@ -159,7 +160,10 @@ void append_deliveries(int stripe, Datum source, const Delivery *rows, int count
   Head head = pg_call([&] {
     Head h{};
     Datum arg = Int16GetDatum(static_cast<int16>(stripe));
-    execute_kept(head_plan, &arg, nullptr, false, 1);
+    int rc = SPI_execute_snapshot(kept_plan(head_plan), &arg, nullptr, GetLatestSnapshot(),
+                                  InvalidSnapshot, true, false, 1);
+    if (rc != SPI_OK_SELECT)
+      elog(ERROR, "pg_inbox: statement failed: %s", SPI_result_code_string(rc));
     if (SPI_processed == 1) {
       bool isnull;
       h.seq =
@@ -221,8 +225,8 @@ void append_deliveries(int stripe, Datum source, const Delivery *rows, int count
     if (!d.headers_null) f.headers_sha256 = hasher.jsonb_text(d.headers);
 
     std::string message = chain_message(f);
-    prev = hasher.digest({std::string_view(reinterpret_cast<const char *>(prev.data()), prev.size()),
-                          message});
+    prev = hasher.digest(
+        {std::string_view(reinterpret_cast<const char *>(prev.data()), prev.size()), message});
 
     c.event_ids[i] = Int64GetDatum(d.event_id);
     c.event_nulls[i] = d.event_null;

@@ -101,7 +101,7 @@ WITH known AS (
     RETURNING (e.xmax = 0) AS inserted, e.id, e.delivery_count,
               CASE WHEN e.status = 'processing' THEN e.payload END AS kept
 )
-SELECT known.known, u.inserted, u.id, u.delivery_count, u.kept
+SELECT known.known, u.inserted, u.id, u.delivery_count::bigint, u.kept
 FROM known LEFT JOIN upserted u ON true
 )SQL",
                             5,
@@ -113,7 +113,7 @@ FROM known LEFT JOIN upserted u ON true
 // it had, from its count or its log rows, whichever is higher (each a probe).
 KeptPlan duplicate_plan = {R"SQL(
 SELECT x.id, greatest((SELECT e.delivery_count FROM inbox.events e WHERE e.id = x.id),
-                      (SELECT max(d.delivery) FROM inbox.deliveries d WHERE d.event_id = x.id))
+                      (SELECT max(d.delivery) FROM inbox.deliveries d WHERE d.event_id = x.id))::bigint
 FROM (SELECT t.n, (SELECT e.id FROM inbox.events e
                    WHERE e.provider = t.provider AND e.external_id = t.external_id) AS id
       FROM unnest($1, $2) WITH ORDINALITY AS t(provider, external_id, n)) x

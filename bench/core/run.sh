@@ -41,7 +41,9 @@ compare() {  # label script rows_per_tx clients [raw script, default raw_SCRIPT]
 
 # The delivery log (issue 12): the same pg_inbox script with the log off
 # (pg_inbox.delivery_log, a superuser setting, via PGOPTIONS) and on,
-# alternating like the rest. BENCH_CORE=log runs only these.
+# alternating like the rest. BENCH_CORE=log runs only these. "with digests"
+# passes the raw bodies' SHA-256 as the receiver does; without, the
+# database hashes each stored payload's text.
 compare_log() {  # label script rows_per_tx clients
   local off=0 on=0 f n each=""
   for _ in $(seq $rounds); do
@@ -57,6 +59,7 @@ compare_log() {  # label script rows_per_tx clients
 if [ "${BENCH_CORE:-all}" = log ]; then
   printf '%-34s %8s %12s %12s %7s  %s\n' workload clients "log off r/s" "log on r/s" ratio "each round"
   compare_log "ingest_batch, 100 per transaction" ingest_batch.sql 100 "$clients"
+  compare_log "ingest_batch, 100, with digests" ingest_batch_digests.sql 100 "$clients"
   [ -n "${BENCH_LOG_BATCH_ONLY:-}" ] || compare_log "ingest, 1 per transaction" ingest_one.sql 1 "$clients"
   [ -n "${BENCH_LOG_BATCH_ONLY:-}" ] || compare_log "duplicate storm (processed ids)" duplicate_storm.sql 1 "$clients"
   psql -X -q -c "DROP SCHEMA bench CASCADE" -c "TRUNCATE inbox.events" -c "DELETE FROM inbox.providers WHERE name = 'bench'" \
@@ -76,6 +79,7 @@ compare "duplicate storm (processed ids)" duplicate_storm.sql 1 "$clients"
 compare "re-delivery of pending ids" redelivery_pending.sql 1 "$clients"
 printf '\n%-34s %8s %12s %12s %7s  %s\n' "delivery log" clients "log off r/s" "log on r/s" ratio "each round"
 compare_log "ingest_batch, 100 per transaction" ingest_batch.sql 100 "$clients"
+compare_log "ingest_batch, 100, with digests" ingest_batch_digests.sql 100 "$clients"
 compare_log "ingest, 1 per transaction" ingest_one.sql 1 "$clients"
 compare_log "duplicate storm (processed ids)" duplicate_storm.sql 1 "$clients"
 
