@@ -9,6 +9,7 @@ int guc_max_attempts = 10;
 int guc_backoff_base_ms = 10 * 1000;
 int guc_backoff_max_s = 3600;
 int guc_max_payload_kb = 1024;
+bool guc_delivery_log = true;
 
 void define_gucs() {
   DefineCustomIntVariable("pg_inbox.default_lease",
@@ -32,6 +33,11 @@ void define_gucs() {
                           "Largest payload (stored jsonb size) inbox.ingest() accepts.", nullptr,
                           &guc_max_payload_kb, 1024, 1, 256 * 1024, PGC_SUSET, GUC_UNIT_KB, nullptr,
                           nullptr, nullptr);
+  // SUSET: the receiver role must not be able to stop its deliveries being
+  // recorded. Off exists for measuring the log's cost (bench/core).
+  DefineCustomBoolVariable(
+      "pg_inbox.delivery_log", "Whether inbox.ingest() records every delivery in inbox.deliveries.",
+      nullptr, &guc_delivery_log, true, PGC_SUSET, 0, nullptr, nullptr, nullptr);
   MarkGUCPrefixReserved("pg_inbox");
 }
 

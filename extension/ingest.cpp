@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "boundary.hpp"
+#include "delivery_log.hpp"
 #include "gucs.hpp"
 #include "limits.hpp"
 #include "spi.hpp"
@@ -17,6 +18,7 @@ namespace pg_inbox {
 namespace {
 
 constexpr int kMaxBatchEvents = 10000;
+constexpr Size kMaxSchemeBytes = 64;
 
 // ingest_batch in two statements. They receive each id of the batch once
 // (the C++ side groups the copies of an id: the last copy carries the
@@ -28,20 +30,23 @@ constexpr int kMaxBatchEvents = 10000;
 //     neither locks nor writes an existing row, and waits for a concurrent
 //     insert of the same id to commit or roll back (then inserts).
 //  2. Only when some id was not inserted, upsert_batch_plan for those: an
-//     event already processed is not written (no row lock, no xid, no WAL
-//     flush for a duplicate storm); one still open gets its payload, headers
-//     and deliveries refreshed; one gone meanwhile is inserted.
+//     event already processed is not written; one still open gets its
+//     deliveries counted, and its payload and headers refreshed unless a
+//     worker is processing it (issue 12: the worker's payload is never
+//     changed under it); one gone meanwhile is inserted.
 // Every lookup of inbox.events is a scalar subquery or the conflict arbiter:
 // a per-event index probe, and the function runs with enable_seqscan off, so
 // a plan kept from an empty table cannot turn into a scan of the grown one.
-// Each returns the ids it wrote; xmax = 0 tells an insert from an update.
+// Each returns the ids it wrote; xmax = 0 tells an insert from an update;
+// then the event's id, its delivery count and, when it is processing, the
+// payload it kept (the log records whether the delivered one differs).
 KeptPlan insert_batch_plan = {
     R"SQL(
 INSERT INTO inbox.events AS e (provider, external_id, payload, headers, source, delivery_count)
 SELECT t.provider, t.external_id, t.payload, t.headers, $5, t.copies
 FROM unnest($1, $2, $3, $4, $6) AS t(provider, external_id, payload, headers, copies)
 ON CONFLICT ON CONSTRAINT events_provider_external_id_key DO NOTHING
-RETURNING e.provider, e.external_id, true
+RETURNING e.provider, e.external_id, true, e.id, e.delivery_count, NULL::jsonb
 )SQL",
     6,
     {TEXTARRAYOID, TEXTARRAYOID, JSONBARRAYOID, JSONBARRAYOID, TEXTOID, INT4ARRAYOID},
@@ -55,10 +60,12 @@ FROM unnest($1, $2, $3, $4, $6) AS t(provider, external_id, payload, headers, co
 WHERE (SELECT d.processed_at FROM inbox.events d
        WHERE d.provider = t.provider AND d.external_id = t.external_id) IS NULL
 ON CONFLICT ON CONSTRAINT events_provider_external_id_key DO UPDATE
-   SET payload = EXCLUDED.payload, headers = EXCLUDED.headers,
+   SET payload = CASE WHEN e.status = 'processing' THEN e.payload ELSE EXCLUDED.payload END,
+       headers = CASE WHEN e.status = 'processing' THEN e.headers ELSE EXCLUDED.headers END,
        delivery_count = e.delivery_count + EXCLUDED.delivery_count, received_at = now()
  WHERE e.processed_at IS NULL
-RETURNING e.provider, e.external_id, e.xmax = 0
+RETURNING e.provider, e.external_id, e.xmax = 0, e.id, e.delivery_count,
+          CASE WHEN e.status = 'processing' THEN e.payload END
 )SQL",
     6,
     {TEXTARRAYOID, TEXTARRAYOID, JSONBARRAYOID, JSONBARRAYOID, TEXTOID, INT4ARRAYOID},
@@ -75,7 +82,8 @@ WHERE NOT EXISTS (SELECT 1 FROM inbox.providers p WHERE p.name = x.name)
 
 // ingest(): the same upsert for one event, without the batch's machinery
 // (arrays, ordinality, copies). Column 1: the provider is registered; column
-// 2: true inserted, false updated, NULL duplicate (processed: not written).
+// 2: true inserted, false updated, NULL duplicate (processed: not written);
+// 3-5 as the batch's 4-6.
 KeptPlan upsert_one_plan = {R"SQL(
 WITH known AS (
     SELECT EXISTS (SELECT 1 FROM inbox.providers p WHERE p.name = $1) AS known
@@ -86,16 +94,34 @@ WITH known AS (
       AND (SELECT d.processed_at FROM inbox.events d
            WHERE d.provider = $1 AND d.external_id = $2) IS NULL
     ON CONFLICT ON CONSTRAINT events_provider_external_id_key DO UPDATE
-       SET payload = EXCLUDED.payload, headers = EXCLUDED.headers,
+       SET payload = CASE WHEN e.status = 'processing' THEN e.payload ELSE EXCLUDED.payload END,
+           headers = CASE WHEN e.status = 'processing' THEN e.headers ELSE EXCLUDED.headers END,
            delivery_count = e.delivery_count + 1, received_at = now()
      WHERE e.processed_at IS NULL
-    RETURNING (e.xmax = 0) AS inserted
+    RETURNING (e.xmax = 0) AS inserted, e.id, e.delivery_count,
+              CASE WHEN e.status = 'processing' THEN e.payload END AS kept
 )
-SELECT known.known, (SELECT u.inserted FROM upserted u) FROM known
+SELECT known.known, u.inserted, u.id, u.delivery_count::bigint, u.kept
+FROM known LEFT JOIN upserted u ON true
 )SQL",
                             5,
                             {TEXTOID, TEXTOID, JSONBOID, JSONBOID, TEXTOID},
                             nullptr};
+
+// The deliveries of processed events (duplicates), for the log: per id,
+// the event's id (NULL when its row is gone) and the last delivery number
+// it had, from its count or its log rows, whichever is higher (each a probe).
+KeptPlan duplicate_plan = {R"SQL(
+SELECT x.id, greatest((SELECT e.delivery_count FROM inbox.events e WHERE e.id = x.id),
+                      (SELECT max(d.delivery) FROM inbox.deliveries d WHERE d.event_id = x.id))::bigint
+FROM (SELECT t.n, (SELECT e.id FROM inbox.events e
+                   WHERE e.provider = t.provider AND e.external_id = t.external_id) AS id
+      FROM unnest($1, $2) WITH ORDINALITY AS t(provider, external_id, n)) x
+ORDER BY x.n
+)SQL",
+                           2,
+                           {TEXTARRAYOID, TEXTARRAYOID},
+                           nullptr};
 
 // One event's fields as the checks see them; pointers into Postgres memory.
 struct EventFields {
@@ -105,11 +131,20 @@ struct EventFields {
   Size payload_bytes;
 };
 
-// A batch's arrays, deconstructed.
+// A batch's arrays, deconstructed (digests and schemes: null unless given).
 struct BatchArrays {
-  int lengths[4];
-  Datum *providers, *external_ids, *payloads, *headers;
-  bool *provider_nulls, *external_id_nulls, *payload_nulls, *header_nulls;
+  int lengths[6];
+  Datum *providers, *external_ids, *payloads, *headers, *digests, *schemes;
+  bool *provider_nulls, *external_id_nulls, *payload_nulls, *header_nulls, *digest_nulls,
+      *scheme_nulls;
+};
+
+// Per id of a batch, what the statement that wrote it returned.
+struct Written {
+  int64 id;
+  int32 deliveries;    // the event's delivery_count after this batch
+  bool kept;           // it was processing: payload and headers kept
+  Datum kept_payload;  // then, the payload kept (valid until SPI_finish)
 };
 
 const varlena *as_varlena(Datum datum) {
@@ -159,6 +194,29 @@ void check_source(FunctionCallInfo fcinfo) {
   const varlena *source = pg_call([&] { return (const varlena *)PG_GETARG_TEXT_PP(4); });
   if (VARSIZE_ANY_EXHDR(source) == 0)
     throw InboxError(ERRCODE_INVALID_PARAMETER_VALUE, "source must not be empty");
+}
+
+// The optional raw-body digest: a SHA-256, 32 bytes.
+void check_digest(const varlena *digest, int element) {
+  if (digest != nullptr && VARSIZE_ANY_EXHDR(digest) != 32)
+    throw InboxError(ERRCODE_INVALID_PARAMETER_VALUE,
+                     "body_sha256 must be a SHA-256 digest of 32 bytes, not " +
+                         std::to_string(VARSIZE_ANY_EXHDR(digest)),
+                     where(element));
+}
+
+// The optional signature scheme: a short name (github, stripe, ...).
+void check_scheme(const varlena *scheme, int element) {
+  if (scheme == nullptr) return;
+  Size bytes = VARSIZE_ANY_EXHDR(scheme);
+  if (bytes == 0)
+    throw InboxError(ERRCODE_INVALID_PARAMETER_VALUE, "signature_scheme must not be empty",
+                     where(element));
+  if (bytes > kMaxSchemeBytes)
+    throw InboxError(ERRCODE_STRING_DATA_RIGHT_TRUNCATION,
+                     "signature_scheme is " + std::to_string(bytes) + " bytes, over the limit of " +
+                         std::to_string(kMaxSchemeBytes),
+                     where(element));
 }
 
 std::string_view bytes_of(Datum datum) {
@@ -237,9 +295,9 @@ void id_arrays(FunctionCallInfo fcinfo, const BatchArrays &batch, const Grouped 
 }
 
 // Marks every id the last statement returned (provider, external_id,
-// inserted) and still in state n: i inserted, u updated. Ids are in key
-// order: binary search.
-void mark_returned(const BatchArrays &batch, const Grouped &g, char *states) {
+// inserted, id, delivery_count, kept payload) and still in state n:
+// i inserted, u updated. Ids are in key order: binary search.
+void mark_returned(const BatchArrays &batch, const Grouped &g, char *states, Written *written) {
   for (uint64 row = 0; row < SPI_processed; ++row) {
     bool isnull;
     auto key = std::make_pair(
@@ -254,15 +312,96 @@ void mark_returned(const BatchArrays &batch, const Grouped &g, char *states) {
         hi = mid;
     }
     if (lo < static_cast<int>(g.last.size()) && states[lo] == 'n' &&
-        g.key(batch, g.last[lo]) == key)
+        g.key(batch, g.last[lo]) == key) {
       states[lo] = result_bool(row, 3) ? 'i' : 'u';
+      Written &w = written[lo];
+      w.id = result_int64(row, 4);
+      w.deliveries =
+          DatumGetInt32(SPI_getbinval(SPI_tuptable->vals[row], SPI_tuptable->tupdesc, 5, &isnull));
+      w.kept_payload = SPI_getbinval(SPI_tuptable->vals[row], SPI_tuptable->tupdesc, 6, &isnull);
+      w.kept = !isnull;
+    }
   }
 }
 
-// Runs the two statements of the grouped batch; returns the text[] of
-// outcomes, one per element in input order, in the caller's context.
+// Whether a delivered body differs from the payload a worker holds.
+bool differs(Datum delivered, Datum kept) {
+  return !DatumGetBool(DirectFunctionCall2(jsonb_eq, delivered, kept));
+}
+
+// The ids of a batch still in state n (duplicates): their events' ids and
+// last delivery numbers (duplicate_plan), in key order. Call inside spi_call.
+void find_duplicates(const BatchArrays &batch, const Grouped &g, const char *states,
+                     Written *written) {
+  int ids = static_cast<int>(g.last.size());
+  auto *providers = static_cast<Datum *>(palloc(sizeof(Datum) * ids));
+  auto *external_ids = static_cast<Datum *>(palloc(sizeof(Datum) * ids));
+  auto *places = static_cast<int *>(palloc(sizeof(int) * ids));
+  int n = 0;
+  for (int k = 0; k < ids; ++k) {
+    if (states[k] != 'n') continue;
+    providers[n] = batch.providers[g.last[k]];
+    external_ids[n] = batch.external_ids[g.last[k]];
+    places[n++] = k;
+  }
+  if (n == 0) return;
+  Datum args[2] = {
+      PointerGetDatum(construct_array(providers, n, TEXTOID, -1, false, TYPALIGN_INT)),
+      PointerGetDatum(construct_array(external_ids, n, TEXTOID, -1, false, TYPALIGN_INT))};
+  execute_kept(duplicate_plan, args, nullptr, false, 0);
+  for (int row = 0; row < n; ++row) {
+    bool id_null, count_null;
+    Written &w = written[places[row]];
+    w.id = result_int64(row, 1, &id_null);
+    w.deliveries = static_cast<int32>(result_int64(row, 2, &count_null));
+    if (id_null) w.id = -1;  // the event's row is gone: no id, no number
+  }
+}
+
+// The deliveries of a grouped batch, one per element in input order, and
+// their append to the log. Call inside spi_call.
+void log_batch(FunctionCallInfo fcinfo, int stripe, const BatchArrays &batch, const Grouped &g,
+               const char *states, Written *written) {
+  find_duplicates(batch, g, states, written);
+  int count = static_cast<int>(g.group.size());
+  auto *rows = static_cast<Delivery *>(palloc0(sizeof(Delivery) * count));
+  auto *seen = static_cast<int *>(palloc0(sizeof(int) * g.last.size()));
+  for (int i = 0; i < count; ++i) {
+    int k = g.group[i];
+    int copy = ++seen[k];  // this element is the copy-th copy of its id
+    const Written &w = written[k];
+    Delivery &d = rows[i];
+    char state = states[k];
+    d.outcome = state == 'n'                      ? "duplicate"
+                : state == 'i' && g.first[k] == i ? "inserted"
+                                                  : "updated";
+    d.event_null = state == 'n' && w.id < 0;
+    d.event_id = d.event_null ? 0 : w.id;
+    d.delivery_null = d.event_null;
+    // Open: the copies took the last copies-numbers of the count. Processed:
+    // numbered on from the last number the event had.
+    d.delivery = state == 'n' ? w.deliveries + copy : w.deliveries - g.copies[k] + copy;
+    d.kept = state == 'u' && w.kept;
+    d.differs = d.kept && differs(batch.payloads[i], w.kept_payload);
+    d.provider = batch.providers[i];
+    d.external_id = batch.external_ids[i];
+    d.payload = batch.payloads[i];
+    d.headers_null = batch.headers == nullptr || batch.header_nulls[i];
+    d.headers = d.headers_null ? (Datum)0 : batch.headers[i];
+    d.raw_null = batch.digests == nullptr || batch.digest_nulls[i];
+    d.raw_sha256 = d.raw_null ? (Datum)0 : batch.digests[i];
+    d.scheme_null = batch.schemes == nullptr || batch.scheme_nulls[i];
+    d.scheme = d.scheme_null ? (Datum)0 : batch.schemes[i];
+  }
+  append_deliveries(stripe, PG_GETARG_DATUM(4), rows, count);
+}
+
+// Runs the two statements of the grouped batch (and, with the log on, its
+// append); returns the text[] of outcomes, one per element in input order,
+// in the caller's context.
 Datum run_upsert(FunctionCallInfo fcinfo, const BatchArrays &batch, const Grouped &g) {
   int ids = static_cast<int>(g.last.size());
+  bool log = delivery_log_on(PG_NARGS());
   // Per id: i inserted, u updated, n not written (processed: duplicate).
   char *states = spi_call([&] {
     // Ids are in key order, so equal providers are adjacent.
@@ -279,17 +418,20 @@ Datum run_upsert(FunctionCallInfo fcinfo, const BatchArrays &batch, const Groupe
     Datum unknown = result_value(0, 1, &isnull);
     if (!isnull) raise_unknown_provider(unknown);
 
+    int stripe = log ? take_stripe() : -1;
     auto *s = static_cast<char *>(SPI_palloc(ids));
     memset(s, 'n', ids);
+    auto *written = static_cast<Written *>(palloc0(sizeof(Written) * ids));
     Datum args[6];
     id_arrays(fcinfo, batch, g, s, args);
     execute_kept(insert_batch_plan, args, nullptr, false, 0);
-    mark_returned(batch, g, s);
-    if (SPI_processed == static_cast<uint64>(ids)) return s;
-
-    id_arrays(fcinfo, batch, g, s, args);
-    execute_kept(upsert_batch_plan, args, nullptr, false, 0);
-    mark_returned(batch, g, s);
+    mark_returned(batch, g, s, written);
+    if (SPI_processed != static_cast<uint64>(ids)) {
+      id_arrays(fcinfo, batch, g, s, args);
+      execute_kept(upsert_batch_plan, args, nullptr, false, 0);
+      mark_returned(batch, g, s, written);
+    }
+    if (log) log_batch(fcinfo, stripe, batch, g, s, written);
     return s;
   });
   int count = static_cast<int>(g.group.size());
@@ -310,24 +452,30 @@ Datum run_upsert(FunctionCallInfo fcinfo, const BatchArrays &batch, const Groupe
 BatchArrays deconstruct_batch(FunctionCallInfo fcinfo) {
   return pg_call([&] {
     BatchArrays b{};
-    const char *names[] = {"providers", "external_ids", "payloads", "headers"};
-    for (int arg = 0; arg < 4; ++arg) {
-      b.lengths[arg] = -1;
-      if (PG_ARGISNULL(arg)) continue;
+    const char *names[] = {"providers", "external_ids", "payloads",         "headers",
+                           nullptr,     "body_sha256s", "signature_schemes"};
+    for (int arg : {0, 1, 2, 3, 5, 6}) {
+      int slot = arg < 4 ? arg : arg - 1;
+      b.lengths[slot] = -1;
+      if (arg >= PG_NARGS() || PG_ARGISNULL(arg)) continue;
       ArrayType *array = PG_GETARG_ARRAYTYPE_P(arg);
-      b.lengths[arg] = ArrayGetNItems(ARR_NDIM(array), ARR_DIMS(array));
+      b.lengths[slot] = ArrayGetNItems(ARR_NDIM(array), ARR_DIMS(array));
       if (ARR_NDIM(array) > 1)
         ereport(ERROR, (errcode(ERRCODE_ARRAY_SUBSCRIPT_ERROR),
                         errmsg("%s must be a one-dimensional array", names[arg])));
-      Oid type = arg >= 2 ? JSONBOID : TEXTOID;
+      Oid type = arg == 2 || arg == 3 ? JSONBOID : arg == 5 ? BYTEAOID : TEXTOID;
       Datum **elements = arg == 0   ? &b.providers
                          : arg == 1 ? &b.external_ids
                          : arg == 2 ? &b.payloads
-                                    : &b.headers;
+                         : arg == 3 ? &b.headers
+                         : arg == 5 ? &b.digests
+                                    : &b.schemes;
       bool **element_nulls = arg == 0   ? &b.provider_nulls
                              : arg == 1 ? &b.external_id_nulls
                              : arg == 2 ? &b.payload_nulls
-                                        : &b.header_nulls;
+                             : arg == 3 ? &b.header_nulls
+                             : arg == 5 ? &b.digest_nulls
+                                        : &b.scheme_nulls;
       int count = 0;
       deconstruct_array(array, type, -1, false, TYPALIGN_INT, elements, element_nulls, &count);
     }
@@ -345,6 +493,8 @@ INBOX_SQL_FUNCTION(inbox_external_id_limit) {
   return Int32GetDatum(static_cast<int32>(kMaxExternalIdBytes));
 }
 
+// inbox.ingest(provider, external_id, payload, headers, source[, body_sha256,
+// signature_scheme]): the 0.1.0 definition passes five arguments.
 INBOX_SQL_FUNCTION(inbox_ingest) {
   EventFields event = pg_call([&] {
     EventFields e{};
@@ -356,8 +506,16 @@ INBOX_SQL_FUNCTION(inbox_ingest) {
   });
   check_event(event, 0);
   check_source(fcinfo);
+  bool has_digest = PG_NARGS() > 5 && !PG_ARGISNULL(5);
+  bool has_scheme = PG_NARGS() > 6 && !PG_ARGISNULL(6);
+  check_digest(
+      has_digest ? pg_call([&] { return (const varlena *)PG_GETARG_BYTEA_PP(5); }) : nullptr, 0);
+  check_scheme(
+      has_scheme ? pg_call([&] { return (const varlena *)PG_GETARG_TEXT_PP(6); }) : nullptr, 0);
+  bool log = delivery_log_on(PG_NARGS());
 
   const char *outcome = spi_call([&] {
+    int stripe = log ? take_stripe() : -1;
     Datum args[5] = {PG_GETARG_DATUM(0), PG_GETARG_DATUM(1), PG_GETARG_DATUM(2),
                      PG_ARGISNULL(3) ? (Datum)0 : PG_GETARG_DATUM(3), PG_GETARG_DATUM(4)};
     char nulls[5] = {' ', ' ', ' ', PG_ARGISNULL(3) ? 'n' : ' ', ' '};
@@ -365,11 +523,42 @@ INBOX_SQL_FUNCTION(inbox_ingest) {
     if (!result_bool(0, 1)) raise_unknown_provider(args[0]);
     bool duplicate;
     bool inserted = result_bool(0, 2, &duplicate);
-    return duplicate ? "duplicate" : inserted ? "inserted" : "updated";
+    const char *result = duplicate ? "duplicate" : inserted ? "inserted" : "updated";
+    if (!log) return result;
+
+    Delivery d{};
+    d.outcome = result;
+    d.event_id = result_int64(0, 3);
+    d.delivery = static_cast<int32>(result_int64(0, 4));
+    bool kept_null;
+    Datum kept = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 5, &kept_null);
+    d.kept = !duplicate && !kept_null;
+    d.differs = d.kept && differs(args[2], kept);
+    if (duplicate) {
+      Datum keys[2] = {
+          PointerGetDatum(construct_array(&args[0], 1, TEXTOID, -1, false, TYPALIGN_INT)),
+          PointerGetDatum(construct_array(&args[1], 1, TEXTOID, -1, false, TYPALIGN_INT))};
+      execute_kept(duplicate_plan, keys, nullptr, false, 0);
+      d.event_id = result_int64(0, 1, &d.event_null);
+      d.delivery = static_cast<int32>(result_int64(0, 2, &d.delivery_null)) + 1;
+    }
+    d.provider = args[0];
+    d.external_id = args[1];
+    d.payload = args[2];
+    d.headers = args[3];
+    d.headers_null = PG_ARGISNULL(3);
+    d.raw_null = !has_digest;
+    d.raw_sha256 = has_digest ? PG_GETARG_DATUM(5) : (Datum)0;
+    d.scheme_null = !has_scheme;
+    d.scheme = has_scheme ? PG_GETARG_DATUM(6) : (Datum)0;
+    append_deliveries(stripe, args[4], &d, 1);
+    return result;
   });
   return pg_call([&] { return CStringGetTextDatum(outcome); });
 }
 
+// inbox.ingest_batch(providers, external_ids, payloads, headers, source[,
+// body_sha256s, signature_schemes]): the 0.1.0 definition passes five.
 INBOX_SQL_FUNCTION(inbox_ingest_batch) {
   require_not_null(PG_ARGISNULL(0), "providers");
   require_not_null(PG_ARGISNULL(1), "external_ids");
@@ -388,6 +577,13 @@ INBOX_SQL_FUNCTION(inbox_ingest_batch) {
                      "providers, external_ids, payloads and headers must have the same length",
                      "Lengths: " + got + ".");
   }
+  for (int optional : {4, 5})
+    if (batch.lengths[optional] != -1 && batch.lengths[optional] != count)
+      throw InboxError(ERRCODE_ARRAY_SUBSCRIPT_ERROR,
+                       std::string(optional == 4 ? "body_sha256s" : "signature_schemes") +
+                           " must have as many elements as providers",
+                       "Lengths: " + std::to_string(batch.lengths[optional]) + " and " +
+                           std::to_string(count) + ".");
   if (count > kMaxBatchEvents)
     throw InboxError(ERRCODE_PROGRAM_LIMIT_EXCEEDED, "a batch holds at most " +
                                                          std::to_string(kMaxBatchEvents) +
@@ -401,6 +597,10 @@ INBOX_SQL_FUNCTION(inbox_ingest_batch) {
     event.payload_null = batch.payload_nulls[i];
     event.payload_bytes = event.payload_null ? 0 : VARSIZE_ANY(DatumGetPointer(batch.payloads[i]));
     check_event(event, i + 1);
+    if (batch.digests != nullptr && !batch.digest_nulls[i])
+      check_digest(as_varlena(batch.digests[i]), i + 1);
+    if (batch.schemes != nullptr && !batch.scheme_nulls[i])
+      check_scheme(as_varlena(batch.schemes[i]), i + 1);
   }
 
   return run_upsert(fcinfo, batch, group_batch(batch, count));

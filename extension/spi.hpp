@@ -34,7 +34,7 @@ auto spi_call(Fn &&fn) -> decltype(fn()) {
 struct KeptPlan {
   const char *sql;
   int nargs;
-  Oid argtypes[8];
+  Oid argtypes[16];
   SPIPlanPtr plan;  // null until first use
   // Generic by default: our statements' best plan rarely depends on the
   // values, and re-planning costs more than running them (~330 vs ~50 us per

@@ -3685,8 +3685,379 @@ SET enable_seqscan = off;
 COMMENT ON FUNCTION inbox.advance(bigint, uuid) IS
   'In the worker''s transaction: apply (newer than what was applied for its entity, recorded), stale, or lost';
 
--- The held gauge of the rollups counts events a transition rule held
--- (sql/src/70_rollups.sql): inbox.health and the held_events check see them.
+-- What 85_dump.sql and 90_privileges.sql do for a fresh install.
+SELECT pg_catalog.pg_extension_config_dump('inbox.provider_ordering', '');
+SELECT pg_catalog.pg_extension_config_dump('inbox.entity_versions', '');
+REVOKE ALL ON inbox.provider_ordering, inbox.entity_versions, inbox.provider_presets FROM PUBLIC;
+REVOKE ALL ON FUNCTION inbox._preset_definitions(), inbox._compile_pointer(text, text),
+                       inbox._pointer_scalar(jsonb), inbox._version_of(jsonb),
+                       inbox._transition_allowed(jsonb, text, text),
+                       inbox._held_transition(inbox.events, inbox.provider_ordering),
+                       inbox.configure_ordering(text, text, text, text),
+                       inbox.set_transitions(text, jsonb), inbox.apply_preset(text, text),
+                       inbox.advance(bigint, uuid) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION inbox.advance(bigint, uuid) TO inbox_worker;
+
+-- Issue 12: delivery log (sql/src/15_delivery_log.sql, repeated here
+-- verbatim). ingest and ingest_batch take the raw body's digest and the
+-- signature scheme (new trailing parameters with defaults: old callers keep
+-- working) and keep the payload of an event being processed; run_job and
+-- schedule() learn the seal_log job; refresh_stats counts changed payloads
+-- from the log. Then what 85_dump.sql and 90_privileges.sql do for a fresh
+-- install, and the new job for a database that had the jobs scheduled.
+DROP FUNCTION inbox.ingest(text, text, jsonb, jsonb, text);
+DROP FUNCTION inbox.ingest_batch(text[], text[], jsonb[], jsonb[], text);
+CREATE FUNCTION inbox.ingest(
+    provider text,
+    external_id text,
+    payload jsonb,
+    headers jsonb DEFAULT NULL,
+    source text DEFAULT 'webhook',
+    body_sha256 bytea DEFAULT NULL,
+    signature_scheme text DEFAULT NULL)
+RETURNS text
+AS 'MODULE_PATHNAME', 'inbox_ingest'
+LANGUAGE C VOLATILE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+SET enable_seqscan = off;
+COMMENT ON FUNCTION inbox.ingest(text, text, jsonb, jsonb, text, bytea, text) IS
+  'Store one delivery: inserted (first), updated (re-delivery, not yet processed), duplicate (already processed)';
+
+CREATE FUNCTION inbox.ingest_batch(
+    providers text[],
+    external_ids text[],
+    payloads jsonb[],
+    headers jsonb[] DEFAULT NULL,
+    source text DEFAULT 'webhook',
+    body_sha256s bytea[] DEFAULT NULL,
+    signature_schemes text[] DEFAULT NULL)
+RETURNS text[]
+AS 'MODULE_PATHNAME', 'inbox_ingest_batch'
+LANGUAGE C VOLATILE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+SET enable_seqscan = off;
+COMMENT ON FUNCTION inbox.ingest_batch(text[], text[], jsonb[], jsonb[], text, bytea[], text[]) IS
+  'Store many deliveries in one statement; one outcome per element, in input order';
+
+-- The delivery log (issue 12): one append-only row per delivery that
+-- inbox.ingest / inbox.ingest_batch saw, hash-chained so that an edit, a
+-- deletion or a reordering is detectable (docs/delivery-log.md).
+--
+-- Concurrency: one chain would serialise every ingest transaction until its
+-- commit. The log is cut into kLogStripes independent chains ("stripes").
+-- An ingest transaction takes a free stripe (a transaction-level advisory
+-- lock, tried without waiting; only when every stripe is busy it waits for
+-- stripe 0), appends after the stripe's last row (a backward probe of the
+-- primary key) and keeps the stripe until it ends: an abort takes its rows
+-- with it, a commit leaves them for the next holder. The primary key
+-- (stripe, seq) makes a fork impossible: two rows cannot share a place.
+
+-- The number of stripes: kLogStripes of extension/delivery_log.hpp, the one
+-- definition.
+CREATE FUNCTION inbox._log_stripes()
+RETURNS int
+AS 'MODULE_PATHNAME', 'inbox_log_stripes'
+LANGUAGE C IMMUTABLE PARALLEL SAFE;
+
+CREATE TABLE inbox.deliveries (
+    stripe           smallint NOT NULL,
+    seq              bigint NOT NULL CHECK (seq > 0),
+    event_id         bigint,               -- NULL when the event's row was already gone
+    delivery         int,                  -- the event's 1st, 2nd, ... delivery
+    received_at      timestamptz NOT NULL,
+    payload_kept     boolean NOT NULL,     -- the event was processing: payload and headers unchanged
+    payload_differs  boolean NOT NULL,     -- ... and this body differs from the one kept
+    outcome          text NOT NULL CHECK (outcome IN ('inserted', 'updated', 'duplicate')),
+    provider         text NOT NULL,
+    external_id      text NOT NULL,
+    source           text NOT NULL,
+    body_hashed      text NOT NULL CHECK (body_hashed IN ('raw', 'jsonb')),
+    signature_scheme text,
+    body_sha256      bytea NOT NULL,
+    headers_sha256   bytea,
+    hash             bytea NOT NULL,
+    CONSTRAINT deliveries_pkey PRIMARY KEY (stripe, seq)
+);
+-- An event's deliveries (and the next number for a duplicate).
+CREATE INDEX deliveries_event_idx ON inbox.deliveries (event_id, delivery);
+-- What the rollups count: bodies that differed from the one a worker held.
+CREATE INDEX deliveries_differs_idx ON inbox.deliveries (received_at) WHERE payload_differs;
+COMMENT ON TABLE inbox.deliveries IS
+  'one append-only, hash-chained row per delivery seen by inbox.ingest/ingest_batch; inbox.verify_log checks it';
+COMMENT ON COLUMN inbox.deliveries.body_sha256 IS
+  'SHA-256 of the raw body when the caller passed it (body_hashed = raw), else of the stored jsonb as text';
+COMMENT ON COLUMN inbox.deliveries.headers_sha256 IS 'SHA-256 of the headers jsonb as text; NULL without headers';
+
+-- Periodic seals: every stripe's last (seq, hash) at one moment, chained
+-- too. Export them (docs/delivery-log.md): a copy kept elsewhere is what
+-- proves the log was not rewritten after the seal.
+CREATE TABLE inbox.log_seals (
+    id        bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    sealed_at timestamptz NOT NULL,
+    seqs      bigint[] NOT NULL,  -- per stripe 0..n-1: its last seq (0: empty)
+    hashes    bytea[] NOT NULL,   -- per stripe: that row's hash (zeros: empty)
+    hash      bytea NOT NULL      -- SHA-256 over the previous seal's hash and this seal
+);
+COMMENT ON TABLE inbox.log_seals IS
+  'the heads of the delivery log at intervals (inbox.seal_log); export them and keep them elsewhere';
+
+-- Append-only, even for the owner: UPDATE, DELETE and TRUNCATE are refused.
+-- (A superuser can disable the triggers; inbox.verify_log detects what they
+-- change, up to a rewrite of everything after the last exported seal.)
+CREATE FUNCTION inbox._refuse_log_change()
+RETURNS trigger LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
+BEGIN
+    RAISE EXCEPTION '% is append-only: % refused', TG_TABLE_SCHEMA || '.' || TG_TABLE_NAME, TG_OP
+        USING ERRCODE = 'insufficient_privilege';
+END
+$$;
+CREATE TRIGGER deliveries_append_only BEFORE UPDATE OR DELETE ON inbox.deliveries
+    FOR EACH ROW EXECUTE FUNCTION inbox._refuse_log_change();
+CREATE TRIGGER deliveries_no_truncate BEFORE TRUNCATE ON inbox.deliveries
+    FOR EACH STATEMENT EXECUTE FUNCTION inbox._refuse_log_change();
+CREATE TRIGGER log_seals_append_only BEFORE UPDATE OR DELETE ON inbox.log_seals
+    FOR EACH ROW EXECUTE FUNCTION inbox._refuse_log_change();
+CREATE TRIGGER log_seals_no_truncate BEFORE TRUNCATE ON inbox.log_seals
+    FOR EACH STATEMENT EXECUTE FUNCTION inbox._refuse_log_change();
+
+-- A text field of a hashed message: its length in bytes, ':', its bytes;
+-- '~' for NULL. Unambiguous whatever the text holds.
+CREATE FUNCTION inbox._log_field(value text)
+RETURNS text LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
+    SELECT coalesce(octet_length(value) || ':' || value, '~')
+$$;
+
+-- The bytes a delivery's hash covers after the previous hash. The same
+-- encoding as chain_message() in extension/log_chain.cpp (verify_log
+-- proves they agree on every row ingest wrote).
+CREATE FUNCTION inbox._delivery_message(d inbox.deliveries)
+RETURNS bytea LANGUAGE sql STABLE PARALLEL SAFE AS $$
+    SELECT convert_to(concat_ws('|', d.stripe, d.seq, coalesce(d.event_id::text, '~'),
+                                coalesce(d.delivery::text, '~'),
+                                (extract(epoch FROM d.received_at) * 1000000)::bigint,
+                                inbox._log_field(d.provider), inbox._log_field(d.external_id),
+                                inbox._log_field(d.source), d.outcome,
+                                CASE WHEN d.payload_kept THEN 't' ELSE 'f' END,
+                                CASE WHEN d.payload_differs THEN 't' ELSE 'f' END,
+                                encode(d.body_sha256, 'hex'), d.body_hashed,
+                                inbox._log_field(d.signature_scheme),
+                                coalesce(encode(d.headers_sha256, 'hex'), '~')),
+                      pg_catalog.getdatabaseencoding())
+$$;
+
+-- A seal's hash: over the previous seal's hash, its id, time and heads.
+CREATE FUNCTION inbox._seal_hash(prev bytea, id bigint, sealed_at timestamptz, seqs bigint[], hashes bytea[])
+RETURNS bytea LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
+    SELECT sha256(prev || convert_to(concat_ws('|', id, (extract(epoch FROM sealed_at) * 1000000)::bigint,
+                                               array_to_string(seqs, ','),
+                                               (SELECT string_agg(encode(h, 'hex'), ',' ORDER BY k)
+                                                  FROM unnest(hashes) WITH ORDINALITY AS x(h, k))),
+                                     'UTF8'))
+$$;
+
+-- Seals the log: every stripe's last row, when anything was appended since
+-- the last seal. Returns the seal's id, or NULL when nothing changed.
+CREATE FUNCTION inbox.seal_log()
+RETURNS bigint LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    last inbox.log_seals;
+    heads_seqs bigint[];
+    heads_hashes bytea[];
+    new_id bigint;
+    at timestamptz := clock_timestamp();
+BEGIN
+    -- One seal at a time, or two would chain to the same predecessor.
+    PERFORM pg_advisory_xact_lock(1885957740, -1);
+    SELECT array_agg(coalesce(h.seq, 0) ORDER BY s), array_agg(coalesce(h.hash, decode(repeat('00', 32), 'hex')) ORDER BY s)
+      INTO heads_seqs, heads_hashes
+      FROM generate_series(0, inbox._log_stripes() - 1) s
+      LEFT JOIN LATERAL (SELECT d.seq, d.hash FROM inbox.deliveries d
+                          WHERE d.stripe = s ORDER BY d.seq DESC LIMIT 1) h ON true;
+    SELECT * INTO last FROM inbox.log_seals l ORDER BY l.id DESC LIMIT 1;
+    IF last.seqs IS NOT DISTINCT FROM heads_seqs THEN
+        RETURN NULL;
+    END IF;
+    new_id := nextval(pg_get_serial_sequence('inbox.log_seals', 'id'));
+    INSERT INTO inbox.log_seals (id, sealed_at, seqs, hashes, hash)
+    OVERRIDING SYSTEM VALUE
+    VALUES (new_id, at, heads_seqs, heads_hashes,
+            inbox._seal_hash(coalesce(last.hash, decode(repeat('00', 32), 'hex')), new_id, at,
+                             heads_seqs, heads_hashes));
+    RETURN new_id;
+END
+$$;
+COMMENT ON FUNCTION inbox.seal_log() IS
+  'seal the delivery log (scheduled by inbox.schedule); the new seal''s id, NULL when nothing was appended';
+
+-- Checks the log between two times and returns its first broken link, or no
+-- row. The range is widened to seals: it starts at the last seal at or
+-- before from_time (NULL: the beginning) and ends at the first seal at or
+-- after to_time (NULL: the last row). Checked: every link of every stripe
+-- in the range (hash over the previous hash and the row; no missing seq),
+-- then every seal in the range against the seal before it and the rows it
+-- sealed (so a tail truncated below the last seal is found).
+CREATE FUNCTION inbox.verify_log(from_time timestamptz DEFAULT NULL, to_time timestamptz DEFAULT NULL)
+RETURNS TABLE (stripe int, seq bigint, seal_id bigint, problem text)
+LANGUAGE plpgsql STABLE SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    zeros CONSTANT bytea := decode(repeat('00', 32), 'hex');
+    stripes CONSTANT int := inbox._log_stripes();
+    first_seal inbox.log_seals;
+    end_seal inbox.log_seals;
+    s record;
+    k int;
+    lo bigint;
+    lo_hash bytea;
+    hi bigint;
+    got record;
+BEGIN
+    IF from_time > to_time THEN
+        RAISE EXCEPTION 'from_time % is after to_time %', from_time, to_time
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF from_time IS NOT NULL THEN
+        SELECT * INTO first_seal FROM inbox.log_seals l WHERE l.sealed_at <= from_time ORDER BY l.id DESC LIMIT 1;
+    END IF;
+    IF to_time IS NOT NULL THEN
+        SELECT * INTO end_seal FROM inbox.log_seals l WHERE l.sealed_at >= to_time ORDER BY l.id LIMIT 1;
+    END IF;
+
+    FOR k IN 0 .. stripes - 1 LOOP
+        lo := coalesce(first_seal.seqs[k + 1], 0);
+        lo_hash := coalesce(first_seal.hashes[k + 1], zeros);
+        hi := end_seal.seqs[k + 1];
+        -- Every link of the range: the hash over the previous one, no gap.
+        SELECT x.seq, x.expected_seq INTO got
+          FROM (SELECT d.seq, d.hash,
+                       coalesce(lag(d.seq) OVER w, lo) + 1 AS expected_seq,
+                       sha256(coalesce(lag(d.hash) OVER w, lo_hash) || inbox._delivery_message(d)) AS computed
+                  FROM inbox.deliveries d
+                 WHERE d.stripe = k AND d.seq > lo AND (hi IS NULL OR d.seq <= hi)
+                WINDOW w AS (ORDER BY d.seq)) x
+         WHERE x.seq <> x.expected_seq OR x.computed <> x.hash
+         ORDER BY x.seq LIMIT 1;
+        IF FOUND THEN
+            IF got.seq <> got.expected_seq THEN
+                RETURN QUERY SELECT k, got.expected_seq, NULL::bigint,
+                                    format('rows %s to %s are missing', got.expected_seq, got.seq - 1);
+            ELSE
+                RETURN QUERY SELECT k, got.seq, NULL::bigint,
+                                    'the row does not match its hash or the row before it'::text;
+            END IF;
+            RETURN;
+        END IF;
+    END LOOP;
+
+    -- The seals of the range: each chained to the one before it, and the
+    -- row each sealed still there, unchanged (a truncated tail shows here).
+    FOR s IN SELECT l.*, (SELECT p.hash FROM inbox.log_seals p WHERE p.id < l.id
+                           ORDER BY p.id DESC LIMIT 1) AS prev_hash
+               FROM inbox.log_seals l
+              WHERE l.id >= coalesce(first_seal.id, 0) AND (end_seal.id IS NULL OR l.id <= end_seal.id)
+              ORDER BY l.id LOOP
+        IF cardinality(s.seqs) <> stripes OR cardinality(s.hashes) <> stripes
+           OR s.hash IS DISTINCT FROM inbox._seal_hash(coalesce(s.prev_hash, zeros), s.id, s.sealed_at,
+                                                       s.seqs, s.hashes) THEN
+            RETURN QUERY SELECT NULL::int, NULL::bigint, s.id,
+                                'the seal does not match its contents or the seal before it'::text;
+            RETURN;
+        END IF;
+        FOR k IN 0 .. stripes - 1 LOOP
+            IF s.seqs[k + 1] > 0 AND NOT EXISTS (SELECT 1 FROM inbox.deliveries d
+                                                  WHERE d.stripe = k AND d.seq = s.seqs[k + 1]
+                                                    AND d.hash = s.hashes[k + 1]) THEN
+                RETURN QUERY SELECT k, s.seqs[k + 1], s.id,
+                                    'the row this seal sealed is missing or changed: rows were removed or rewritten'::text;
+                RETURN;
+            END IF;
+        END LOOP;
+    END LOOP;
+END
+$$;
+COMMENT ON FUNCTION inbox.verify_log(timestamptz, timestamptz) IS
+  'the first broken link of the delivery log between two times (widened to seals), or no row';
+
+CREATE OR REPLACE FUNCTION inbox.run_job(job text, every interval)
+RETURNS jsonb LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    seconds double precision;
+    this_window timestamptz;
+    outcome jsonb;
+BEGIN
+    IF job IS NULL OR job NOT IN ('reconcile', 'scan_gaps', 'refresh', 'checks', 'seal_log') THEN
+        RAISE EXCEPTION 'unknown job %', coalesce(quote_literal(job), 'NULL')
+            USING ERRCODE = 'invalid_parameter_value', HINT = 'Jobs: reconcile, scan_gaps, refresh, checks, seal_log.';
+    END IF;
+    IF every IS NULL OR every < interval '1 second' OR every > interval '7 days' THEN
+        RAISE EXCEPTION 'every must be between 1 second and 7 days'
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF NOT pg_try_advisory_xact_lock(1885957732, hashtext(job)) THEN
+        RETURN jsonb_build_object('job', job, 'skipped', 'busy');
+    END IF;
+    seconds := extract(epoch FROM every);
+    this_window := to_timestamp(floor(extract(epoch FROM now()) / seconds) * seconds);
+    INSERT INTO inbox.job_windows AS w (job, window_start)
+    VALUES (run_job.job, this_window)
+    ON CONFLICT ON CONSTRAINT job_windows_pkey DO NOTHING;
+    IF NOT FOUND THEN
+        RETURN jsonb_build_object('job', job, 'skipped', 'window already claimed',
+                                  'window_start', this_window);
+    END IF;
+    IF job = 'reconcile' THEN
+        outcome := inbox.reconcile('schedule');
+    ELSIF job = 'refresh' THEN
+        outcome := inbox.refresh_stats();
+    ELSIF job = 'checks' THEN
+        outcome := inbox.run_checks();
+    ELSIF job = 'seal_log' THEN
+        outcome := jsonb_build_object('seal', inbox.seal_log());
+    ELSE
+        outcome := jsonb_build_object('providers', inbox.scan_all_gaps());
+    END IF;
+    UPDATE inbox.job_windows w SET result = outcome
+     WHERE w.job = run_job.job AND w.window_start = this_window;
+    DELETE FROM inbox.job_windows w
+     WHERE w.job = run_job.job AND w.window_start < now() - interval '7 days';
+    RETURN jsonb_build_object('job', job, 'window_start', this_window, 'result', outcome);
+END
+$$;
+
+DROP FUNCTION inbox.schedule(interval, interval, interval, interval);
+CREATE FUNCTION inbox.schedule(
+    reconcile_every interval DEFAULT '1 minute',
+    scan_gaps_every interval DEFAULT '5 minutes',
+    refresh_every interval DEFAULT '1 minute',
+    checks_every interval DEFAULT '1 minute',
+    seal_log_every interval DEFAULT '5 minutes')
+RETURNS jsonb LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    missing text := inbox._cron_missing();
+    jobs jsonb := '[]';
+    spec record;
+BEGIN
+    IF missing IS NOT NULL THEN
+        RAISE EXCEPTION 'inbox.schedule() needs pg_cron: %', missing
+            USING ERRCODE = 'object_not_in_prerequisite_state',
+                  HINT = 'Without pg_cron, call SELECT inbox.run_job(''reconcile'', ''1 minute''), '
+                         'inbox.run_job(''scan_gaps'', ''5 minutes''), inbox.run_job(''refresh'', ''1 minute'') '
+                         'inbox.run_job(''checks'', ''1 minute'') and inbox.run_job(''seal_log'', ''5 minutes'') '
+                         'from any scheduler.';
+    END IF;
+    FOR spec IN
+        SELECT * FROM (VALUES ('reconcile', reconcile_every), ('scan_gaps', scan_gaps_every),
+                              ('refresh', refresh_every), ('checks', checks_every),
+                              ('seal_log', seal_log_every)) v(job, every)
+    LOOP
+        EXECUTE 'SELECT cron.schedule($1, $2, $3)'
+          USING 'pg_inbox:' || spec.job, inbox._cron_expression(spec.every),
+                format('SELECT inbox.run_job(%L, %L)', spec.job, spec.every);
+        jobs := jobs || jsonb_build_object('job', 'pg_inbox:' || spec.job,
+                                           'schedule', inbox._cron_expression(spec.every),
+                                           'every', spec.every);
+    END LOOP;
+    RETURN jobs;
+END
+$$;
+
 CREATE OR REPLACE FUNCTION inbox.refresh_stats()
 RETURNS jsonb LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
@@ -3739,7 +4110,7 @@ BEGIN
     INSERT INTO inbox_stats_diff
     SELECT e.id, e.provider, e.external_id, e.status, e.attempts, e.delivery_count, e.received_at,
            e.first_received_at, e.processed_at, e.source, e.last_error,
-           CASE WHEN e.status = 'processing' OR s.status = 'processing' THEN md5(e.payload::text) END,
+           NULL,  -- payload_md5: unused since the delivery log counts changed payloads
            s.id IS NULL,
            -- new events: the body, for replays (64 bytes or more), and the provider's clock
            CASE WHEN s.id IS NULL AND octet_length(e.payload::text) >= 64 THEN md5(e.payload::text) END,
@@ -3765,8 +4136,7 @@ BEGIN
         UNION ALL
         SELECT d.provider, date_trunc('minute', d.received_at), 0, 0,
                d.delivery_count - coalesce(d.s_delivery_count, 1), 0, 0, 0, 0,
-               -- processing at the last refresh, re-delivered with another payload since
-               (d.s_status = 'processing' AND d.payload_md5 <> d.s_payload_md5)::int,
+               0,  -- payload_changed: counted from inbox.deliveries below
                NULL, NULL, NULL, NULL
           FROM inbox_stats_diff d
          WHERE d.delivery_count > coalesce(d.s_delivery_count, 1)
@@ -3951,9 +4321,19 @@ BEGIN
     SELECT d.id, d.status, d.attempts, d.delivery_count, d.payload_md5
       FROM inbox_stats_diff d WHERE d.id > new_low
     UNION
-    SELECT e.id, e.status, e.attempts, e.delivery_count,
-           CASE WHEN e.status = 'processing' THEN md5(e.payload::text) END
+    SELECT e.id, e.status, e.attempts, e.delivery_count, NULL
       FROM inbox.events e WHERE e.processed_at IS NULL;
+
+    -- Re-deliveries whose body differed from the payload a worker was
+    -- processing (kept: issue 12), from the delivery log's partial index.
+    -- Like the outbox's dead messages below, the minutes of the last hour
+    -- are counted again, not added to, so a late commit is counted once.
+    INSERT INTO inbox.stats_minute AS m (provider, minute, payload_changed)
+    SELECT d.provider, date_trunc('minute', d.received_at), count(*)
+      FROM inbox.deliveries d
+     WHERE d.payload_differs AND d.received_at >= date_trunc('minute', now() - interval '1 hour')
+     GROUP BY 1, 2
+    ON CONFLICT ON CONSTRAINT stats_minute_pkey DO UPDATE SET payload_changed = EXCLUDED.payload_changed;
 
     -- Outbox messages that went dead (issue 11): "dead and visible to the
     -- checks". The topic is no provider: rows keyed 'outbox:<topic>' (a
@@ -4007,15 +4387,36 @@ BEGIN
 END
 $$;
 
--- What 85_dump.sql and 90_privileges.sql do for a fresh install.
-SELECT pg_catalog.pg_extension_config_dump('inbox.provider_ordering', '');
-SELECT pg_catalog.pg_extension_config_dump('inbox.entity_versions', '');
-REVOKE ALL ON inbox.provider_ordering, inbox.entity_versions, inbox.provider_presets FROM PUBLIC;
-REVOKE ALL ON FUNCTION inbox._preset_definitions(), inbox._compile_pointer(text, text),
-                       inbox._pointer_scalar(jsonb), inbox._version_of(jsonb),
-                       inbox._transition_allowed(jsonb, text, text),
-                       inbox._held_transition(inbox.events, inbox.provider_ordering),
-                       inbox.configure_ordering(text, text, text, text),
-                       inbox.set_transitions(text, jsonb), inbox.apply_preset(text, text),
-                       inbox.advance(bigint, uuid) FROM PUBLIC;
-GRANT EXECUTE ON FUNCTION inbox.advance(bigint, uuid) TO inbox_worker;
+SELECT pg_catalog.pg_extension_config_dump('inbox.log_seals_id_seq', '');
+SELECT pg_catalog.pg_extension_config_dump('inbox.deliveries', '');
+SELECT pg_catalog.pg_extension_config_dump('inbox.log_seals', '');
+REVOKE ALL ON ALL TABLES IN SCHEMA inbox FROM PUBLIC;
+REVOKE ALL ON ALL SEQUENCES IN SCHEMA inbox FROM PUBLIC;
+REVOKE ALL ON ALL FUNCTIONS IN SCHEMA inbox FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION
+    inbox.ingest(text, text, jsonb, jsonb, text, bytea, text),
+    inbox.ingest_batch(text[], text[], jsonb[], jsonb[], text, bytea[], text[])
+  TO inbox_receiver;
+
+-- A database that had the jobs scheduled gets seal_log too, paused when
+-- the others are paused.
+DO $$
+DECLARE
+    active boolean;
+    job bigint;
+BEGIN
+    IF inbox._cron_missing() IS NOT NULL THEN
+        RETURN;
+    END IF;
+    SELECT bool_or(j.active) INTO active FROM cron.job j
+     WHERE j.jobname IN ('pg_inbox:reconcile', 'pg_inbox:scan_gaps');
+    IF active IS NULL THEN
+        RETURN;
+    END IF;
+    job := cron.schedule('pg_inbox:seal_log', inbox._cron_expression('5 minutes'),
+                         format('SELECT inbox.run_job(%L, %L)', 'seal_log', interval '5 minutes'));
+    IF NOT active THEN
+        PERFORM cron.alter_job(job, active => false);
+    END IF;
+END
+$$;

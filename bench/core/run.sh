@@ -6,7 +6,7 @@ set -euo pipefail
 cd "$(dirname "$0")"
 seconds=${BENCH_SECONDS:-8}
 clients=${BENCH_CLIENTS:-8}
-rounds=2
+rounds=${BENCH_ROUNDS:-2}
 
 # At ~30 MB/s of WAL a checkpoint would land in a random 8 s run and decide
 # its figure: checkpoint before every run instead, and none during one.
@@ -14,7 +14,9 @@ psql -X -q -c "ALTER SYSTEM SET max_wal_size = '32GB'" -c "ALTER SYSTEM SET chec
   -c "SELECT pg_reload_conf()" >/dev/null
 psql -X -q -v ON_ERROR_STOP=1 -f setup.sql >/dev/null
 # Enough backlog that the two claim workloads never run dry.
-psql -X -q -v ON_ERROR_STOP=1 -v backlog=$((2 * rounds * seconds * 60000)) -f populate.sql >/dev/null
+backlog=$((2 * rounds * seconds * 60000))
+[ "${BENCH_CORE:-all}" = log ] && backlog=1000  # no claim workload runs
+psql -X -q -v ON_ERROR_STOP=1 -v backlog=$backlog -f populate.sql >/dev/null
 
 tps() {  # script clients -> transactions per second
   psql -X -q -c "CHECKPOINT"
@@ -22,7 +24,6 @@ tps() {  # script clients -> transactions per second
     sed -n 's/^tps = \([0-9.]*\).*/\1/p'
 }
 
-printf '%-34s %8s %12s %12s %7s  %s\n' workload clients "raw rows/s" "inbox rows/s" ratio "each round"
 compare() {  # label script rows_per_tx clients [raw script, default raw_SCRIPT]
   local raw=0 ours=0 raw_script=${5:-raw_$2} r o each=""
   for _ in $(seq $rounds); do
@@ -38,6 +39,35 @@ compare() {  # label script rows_per_tx clients [raw script, default raw_SCRIPT]
   eval "rate_$(basename "$2" .sql)_$4=$ours"
 }
 
+# The delivery log (issue 12): the same pg_inbox script with the log off
+# (pg_inbox.delivery_log, a superuser setting, via PGOPTIONS) and on,
+# alternating like the rest. BENCH_CORE=log runs only these. "with digests"
+# passes the raw bodies' SHA-256 as the receiver does; without, the
+# database hashes each stored payload's text.
+compare_log() {  # label script rows_per_tx clients
+  local off=0 on=0 f n each=""
+  for _ in $(seq $rounds); do
+    f=$(PGOPTIONS="-c pg_inbox.delivery_log=off" tps "$2" "$4")
+    n=$(tps "$2" "$4")
+    off=$(echo "$off + $f" | bc -l)
+    on=$(echo "$on + $n" | bc -l)
+    each="$each $(printf '%.2f' "$(echo "$n / $f" | bc -l)")"
+  done
+  printf '%-34s %8d %12.0f %12.0f %7.2f %s\n' "$1 (log)" "$4" "$(echo "$off * $3 / $rounds" | bc -l)" \
+    "$(echo "$on * $3 / $rounds" | bc -l)" "$(echo "$on / $off" | bc -l)" "$each"
+}
+if [ "${BENCH_CORE:-all}" = log ]; then
+  printf '%-34s %8s %12s %12s %7s  %s\n' workload clients "log off r/s" "log on r/s" ratio "each round"
+  compare_log "ingest_batch, 100 per transaction" ingest_batch.sql 100 "$clients"
+  compare_log "ingest_batch, 100, with digests" ingest_batch_digests.sql 100 "$clients"
+  [ -n "${BENCH_LOG_BATCH_ONLY:-}" ] || compare_log "ingest, 1 per transaction" ingest_one.sql 1 "$clients"
+  [ -n "${BENCH_LOG_BATCH_ONLY:-}" ] || compare_log "duplicate storm (processed ids)" duplicate_storm.sql 1 "$clients"
+  psql -X -q -c "DROP SCHEMA bench CASCADE" -c "TRUNCATE inbox.events" -c "DELETE FROM inbox.providers WHERE name = 'bench'" \
+    -c "ALTER SYSTEM RESET max_wal_size" -c "ALTER SYSTEM RESET checkpoint_timeout" -c "SELECT pg_reload_conf()" >/dev/null 2>&1
+  exit 0
+fi
+
+printf '%-34s %8s %12s %12s %7s  %s\n' workload clients "raw rows/s" "inbox rows/s" ratio "each round"
 compare "ingest, 1 per transaction" ingest_one.sql 1 1
 compare "ingest, 1 per transaction" ingest_one.sql 1 "$clients"
 compare "ingest, 1 per transaction" ingest_one.sql 1 32
@@ -47,6 +77,11 @@ compare "claim 100 + complete_batch" claim_complete_batch.sql 100 "$clients" raw
 compare "duplicate storm (processed ids)" duplicate_storm.sql 1 1
 compare "duplicate storm (processed ids)" duplicate_storm.sql 1 "$clients"
 compare "re-delivery of pending ids" redelivery_pending.sql 1 "$clients"
+printf '\n%-34s %8s %12s %12s %7s  %s\n' "delivery log" clients "log off r/s" "log on r/s" ratio "each round"
+compare_log "ingest_batch, 100 per transaction" ingest_batch.sql 100 "$clients"
+compare_log "ingest_batch, 100, with digests" ingest_batch_digests.sql 100 "$clients"
+compare_log "ingest, 1 per transaction" ingest_one.sql 1 "$clients"
+compare_log "duplicate storm (processed ids)" duplicate_storm.sql 1 "$clients"
 
 dup_n=rate_duplicate_storm_$clients ins_n=rate_ingest_one_$clients
 printf '\nduplicate storm vs first inserts (pg_inbox, same clients): 1 client %.2fx, %d clients %.2fx\n' \

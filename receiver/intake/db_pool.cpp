@@ -1,11 +1,42 @@
 #include "intake/db_pool.h"
 
+#include "intake/signature.h"
+
 namespace inbox {
 namespace {
 
+// With the raw body's digest and the signature scheme for the delivery log
+// (extension 0.2.0: upgrade the extension before the sidecar).
 const PgStatement kIngestBatch = {
-    "inbox_ingest_batch", "SELECT inbox.ingest_batch($1::text[], $2::text[], $3::jsonb[], $4::jsonb[])"};
-const PgStatement kIngestOne = {"inbox_ingest", "SELECT inbox.ingest($1, $2, $3::jsonb, $4::jsonb)"};
+    "inbox_ingest_batch",
+    "SELECT inbox.ingest_batch($1::text[], $2::text[], $3::jsonb[], $4::jsonb[], 'webhook', $5::bytea[], $6::text[])"};
+const PgStatement kIngestOne = {
+    "inbox_ingest", "SELECT inbox.ingest($1, $2, $3::jsonb, $4::jsonb, 'webhook', $5::bytea, $6)"};
+
+// A bytea in hex input form, "\x..."; empty for an empty digest.
+std::string bytea_hex(const std::string& bytes) { return bytes.empty() ? "" : "\\x" + hex_encode(bytes); }
+
+// An array literal whose empty strings are NULL (the digest and scheme).
+template <typename Get>
+std::string array_with_nulls(const std::vector<const Event*>& events, Get get) {
+  std::string out = "{";
+  for (size_t i = 0; i < events.size(); ++i) {
+    if (i > 0) out.push_back(',');
+    std::string value = get(*events[i]);
+    if (value.empty()) {
+      out += "NULL";
+      continue;
+    }
+    out.push_back('"');
+    for (char c : value) {
+      if (c == '"' || c == '\\') out.push_back('\\');
+      out.push_back(c);
+    }
+    out.push_back('"');
+  }
+  out.push_back('}');
+  return out;
+}
 
 // Outcomes are plain words, so the text[] output needs no unquoting.
 std::vector<std::string> parse_text_array(const char* s) {
@@ -49,15 +80,21 @@ DbCall DbConnection::ingest_batch(const std::vector<const Event*>& events, Clock
   };
   std::string providers = field(&Event::provider), ids = field(&Event::external_id),
               payloads = field(&Event::payload_json), headers = field(&Event::headers_json);
-  return finish(session_.exec_prepared(kIngestBatch.name,
-                                       {providers.c_str(), ids.c_str(), payloads.c_str(), headers.c_str()},
-                                       deadline));
+  std::string digests = array_with_nulls(events, [](const Event& e) { return bytea_hex(e.body_sha256); });
+  std::string schemes = array_with_nulls(events, [](const Event& e) { return e.scheme; });
+  return finish(session_.exec_prepared(
+      kIngestBatch.name,
+      {providers.c_str(), ids.c_str(), payloads.c_str(), headers.c_str(), digests.c_str(), schemes.c_str()},
+      deadline));
 }
 
 DbCall DbConnection::ingest_one(const Event& e, Clock::time_point deadline) {
-  return finish(session_.exec_prepared(
-      kIngestOne.name, {e.provider.c_str(), e.external_id.c_str(), e.payload_json.c_str(), e.headers_json.c_str()},
-      deadline));
+  std::string digest = bytea_hex(e.body_sha256);
+  return finish(session_.exec_prepared(kIngestOne.name,
+                                       {e.provider.c_str(), e.external_id.c_str(), e.payload_json.c_str(),
+                                        e.headers_json.c_str(), digest.empty() ? nullptr : digest.c_str(),
+                                        e.scheme.empty() ? nullptr : e.scheme.c_str()},
+                                       deadline));
 }
 
 bool DbConnection::ping(std::string& error, Clock::time_point deadline) {
@@ -68,7 +105,7 @@ bool DbConnection::ping(std::string& error, Clock::time_point deadline) {
 }
 
 bool DbConnection::probe(std::string& error, Clock::time_point deadline) {
-  PgCall c = session_.exec_prepared(kIngestBatch.name, {"{}", "{}", "{}", "{}"}, deadline);
+  PgCall c = session_.exec_prepared(kIngestBatch.name, {"{}", "{}", "{}", "{}", "{}", "{}"}, deadline);
   if (c.ok) return true;
   error = (c.sqlstate.empty() ? std::string() : c.sqlstate + ": ") + c.message;
   return false;

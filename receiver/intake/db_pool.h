@@ -20,6 +20,11 @@ struct Event {
   std::string external_id;
   std::string payload_json;
   std::string headers_json;
+  // For the delivery log (issue 12): SHA-256 of the raw body as received
+  // (32 bytes) and the scheme that verified its signature; empty: not known
+  // (the database then hashes the stored JSON).
+  std::string body_sha256;
+  std::string scheme;
 };
 
 // The raw result of one database call; group_commit decides what it means.

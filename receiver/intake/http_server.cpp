@@ -9,6 +9,7 @@
 
 #include "common/json_util.h"
 #include "common/log.h"
+#include "intake/signature.h"
 
 namespace inbox {
 namespace {
@@ -190,7 +191,9 @@ void Receiver::handle_webhook(const std::string& name, HttpRequest& req, Respond
   // touched there, never from a flusher thread.
   auto timer = std::make_shared<boost::asio::steady_timer>(executor, group_commit_->deadline());
   GroupCommit::SlotPtr slot = group_commit_->submit_async(
-      Event{name, std::move(x.external_id), std::move(x.payload_json), headers_json(req.headers)}, arrival,
+      Event{name, std::move(x.external_id), std::move(x.payload_json), headers_json(req.headers),
+            sha256(req.body), provider.config().scheme},
+      arrival,
       [respond, finish, timer, executor](EventResult r) {
         boost::asio::dispatch(executor, [timer] { timer->cancel(); });
         respond(finish(std::move(r)));

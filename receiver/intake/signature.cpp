@@ -29,6 +29,14 @@ std::string hmac(HmacAlgorithm alg, std::string_view key, std::string_view data)
   return std::string(reinterpret_cast<char*>(out), len);
 }
 
+std::string sha256(std::string_view data) {
+  unsigned char out[EVP_MAX_MD_SIZE];
+  unsigned int len = 0;
+  if (!EVP_Digest(data.data(), data.size(), out, &len, EVP_sha256(), nullptr))
+    throw std::runtime_error("SHA-256 failed");
+  return std::string(reinterpret_cast<char*>(out), len);
+}
+
 std::string hex_encode(std::string_view bytes) {
   static const char digits[] = "0123456789abcdef";
   std::string out;

@@ -14,6 +14,9 @@ std::optional<HmacAlgorithm> parse_algorithm(std::string_view name);
 // Raw MAC bytes of `data` under `key`.
 std::string hmac(HmacAlgorithm alg, std::string_view key, std::string_view data);
 
+// Raw SHA-256 of `data` (32 bytes): the body's digest for the delivery log.
+std::string sha256(std::string_view data);
+
 std::string hex_encode(std::string_view bytes);
 // nullopt on odd length or a non-hex digit; accepts upper and lower case.
 std::optional<std::string> hex_decode(std::string_view hex);

@@ -11,12 +11,14 @@ CREATE FUNCTION inbox.ingest(
     external_id text,
     payload jsonb,
     headers jsonb DEFAULT NULL,
-    source text DEFAULT 'webhook')
+    source text DEFAULT 'webhook',
+    body_sha256 bytea DEFAULT NULL,
+    signature_scheme text DEFAULT NULL)
 RETURNS text
 AS 'MODULE_PATHNAME', 'inbox_ingest'
 LANGUAGE C VOLATILE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
 SET enable_seqscan = off;
-COMMENT ON FUNCTION inbox.ingest(text, text, jsonb, jsonb, text) IS
+COMMENT ON FUNCTION inbox.ingest(text, text, jsonb, jsonb, text, bytea, text) IS
   'Store one delivery: inserted (first), updated (re-delivery, not yet processed), duplicate (already processed)';
 
 CREATE FUNCTION inbox.ingest_batch(
@@ -24,10 +26,12 @@ CREATE FUNCTION inbox.ingest_batch(
     external_ids text[],
     payloads jsonb[],
     headers jsonb[] DEFAULT NULL,
-    source text DEFAULT 'webhook')
+    source text DEFAULT 'webhook',
+    body_sha256s bytea[] DEFAULT NULL,
+    signature_schemes text[] DEFAULT NULL)
 RETURNS text[]
 AS 'MODULE_PATHNAME', 'inbox_ingest_batch'
 LANGUAGE C VOLATILE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
 SET enable_seqscan = off;
-COMMENT ON FUNCTION inbox.ingest_batch(text[], text[], jsonb[], jsonb[], text) IS
+COMMENT ON FUNCTION inbox.ingest_batch(text[], text[], jsonb[], jsonb[], text, bytea[], text[]) IS
   'Store many deliveries in one statement; one outcome per element, in input order';

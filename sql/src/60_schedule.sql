@@ -40,9 +40,9 @@ DECLARE
     this_window timestamptz;
     outcome jsonb;
 BEGIN
-    IF job IS NULL OR job NOT IN ('reconcile', 'scan_gaps', 'refresh', 'checks') THEN
+    IF job IS NULL OR job NOT IN ('reconcile', 'scan_gaps', 'refresh', 'checks', 'seal_log') THEN
         RAISE EXCEPTION 'unknown job %', coalesce(quote_literal(job), 'NULL')
-            USING ERRCODE = 'invalid_parameter_value', HINT = 'Jobs: reconcile, scan_gaps, refresh, checks.';
+            USING ERRCODE = 'invalid_parameter_value', HINT = 'Jobs: reconcile, scan_gaps, refresh, checks, seal_log.';
     END IF;
     IF every IS NULL OR every < interval '1 second' OR every > interval '7 days' THEN
         RAISE EXCEPTION 'every must be between 1 second and 7 days'
@@ -66,6 +66,8 @@ BEGIN
         outcome := inbox.refresh_stats();
     ELSIF job = 'checks' THEN
         outcome := inbox.run_checks();
+    ELSIF job = 'seal_log' THEN
+        outcome := jsonb_build_object('seal', inbox.seal_log());
     ELSE
         outcome := jsonb_build_object('providers', inbox.scan_all_gaps());
     END IF;
@@ -140,7 +142,8 @@ CREATE FUNCTION inbox.schedule(
     reconcile_every interval DEFAULT '1 minute',
     scan_gaps_every interval DEFAULT '5 minutes',
     refresh_every interval DEFAULT '1 minute',
-    checks_every interval DEFAULT '1 minute')
+    checks_every interval DEFAULT '1 minute',
+    seal_log_every interval DEFAULT '5 minutes')
 RETURNS jsonb LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
     missing text := inbox._cron_missing();
@@ -152,11 +155,13 @@ BEGIN
             USING ERRCODE = 'object_not_in_prerequisite_state',
                   HINT = 'Without pg_cron, call SELECT inbox.run_job(''reconcile'', ''1 minute''), '
                          'inbox.run_job(''scan_gaps'', ''5 minutes''), inbox.run_job(''refresh'', ''1 minute'') '
-                         'and inbox.run_job(''checks'', ''1 minute'') from any scheduler.';
+                         'inbox.run_job(''checks'', ''1 minute'') and inbox.run_job(''seal_log'', ''5 minutes'') '
+                         'from any scheduler.';
     END IF;
     FOR spec IN
         SELECT * FROM (VALUES ('reconcile', reconcile_every), ('scan_gaps', scan_gaps_every),
-                              ('refresh', refresh_every), ('checks', checks_every)) v(job, every)
+                              ('refresh', refresh_every), ('checks', checks_every),
+                              ('seal_log', seal_log_every)) v(job, every)
     LOOP
         EXECUTE 'SELECT cron.schedule($1, $2, $3)'
           USING 'pg_inbox:' || spec.job, inbox._cron_expression(spec.every),

@@ -50,7 +50,7 @@ CREATE TABLE inbox.stats_minute (
     dead               int NOT NULL DEFAULT 0,  -- became dead, by processed_at
     lease_expiries     int NOT NULL DEFAULT 0,  -- reclaimed or held by reconcile
     verify_mismatches  int NOT NULL DEFAULT 0,
-    payload_changed    int NOT NULL DEFAULT 0,  -- re-delivery changed the payload while processing
+    payload_changed    int NOT NULL DEFAULT 0,  -- re-delivered with another body while processing (kept)
     replay_suspects    int NOT NULL DEFAULT 0,  -- same payload as another new event, other id
     missing_effects    int NOT NULL DEFAULT 0,  -- done, no row in a registered effect table
     tombstoned         int NOT NULL DEFAULT 0,
@@ -125,7 +125,7 @@ CREATE TABLE inbox.stats_seen (
     status         text NOT NULL,
     attempts       int NOT NULL,
     delivery_count int NOT NULL,
-    payload_md5    text  -- processing events only
+    payload_md5    text  -- unused (NULL): inbox.deliveries records changed bodies
 );
 
 -- Error classes seen in last_error: digits and hex runs folded, 80 chars.
@@ -335,7 +335,7 @@ BEGIN
     INSERT INTO inbox_stats_diff
     SELECT e.id, e.provider, e.external_id, e.status, e.attempts, e.delivery_count, e.received_at,
            e.first_received_at, e.processed_at, e.source, e.last_error,
-           CASE WHEN e.status = 'processing' OR s.status = 'processing' THEN md5(e.payload::text) END,
+           NULL,  -- payload_md5: unused since the delivery log counts changed payloads
            s.id IS NULL,
            -- new events: the body, for replays (64 bytes or more), and the provider's clock
            CASE WHEN s.id IS NULL AND octet_length(e.payload::text) >= 64 THEN md5(e.payload::text) END,
@@ -361,8 +361,7 @@ BEGIN
         UNION ALL
         SELECT d.provider, date_trunc('minute', d.received_at), 0, 0,
                d.delivery_count - coalesce(d.s_delivery_count, 1), 0, 0, 0, 0,
-               -- processing at the last refresh, re-delivered with another payload since
-               (d.s_status = 'processing' AND d.payload_md5 <> d.s_payload_md5)::int,
+               0,  -- payload_changed: counted from inbox.deliveries below
                NULL, NULL, NULL, NULL
           FROM inbox_stats_diff d
          WHERE d.delivery_count > coalesce(d.s_delivery_count, 1)
@@ -547,9 +546,19 @@ BEGIN
     SELECT d.id, d.status, d.attempts, d.delivery_count, d.payload_md5
       FROM inbox_stats_diff d WHERE d.id > new_low
     UNION
-    SELECT e.id, e.status, e.attempts, e.delivery_count,
-           CASE WHEN e.status = 'processing' THEN md5(e.payload::text) END
+    SELECT e.id, e.status, e.attempts, e.delivery_count, NULL
       FROM inbox.events e WHERE e.processed_at IS NULL;
+
+    -- Re-deliveries whose body differed from the payload a worker was
+    -- processing (kept: issue 12), from the delivery log's partial index.
+    -- Like the outbox's dead messages below, the minutes of the last hour
+    -- are counted again, not added to, so a late commit is counted once.
+    INSERT INTO inbox.stats_minute AS m (provider, minute, payload_changed)
+    SELECT d.provider, date_trunc('minute', d.received_at), count(*)
+      FROM inbox.deliveries d
+     WHERE d.payload_differs AND d.received_at >= date_trunc('minute', now() - interval '1 hour')
+     GROUP BY 1, 2
+    ON CONFLICT ON CONSTRAINT stats_minute_pkey DO UPDATE SET payload_changed = EXCLUDED.payload_changed;
 
     -- Outbox messages that went dead (issue 11): "dead and visible to the
     -- checks". The topic is no provider: rows keyed 'outbox:<topic>' (a

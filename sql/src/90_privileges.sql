@@ -15,8 +15,8 @@ REVOKE ALL ON ALL FUNCTIONS IN SCHEMA inbox FROM PUBLIC;
 -- database must keep the same ACL as a fresh install.
 GRANT USAGE ON SCHEMA inbox TO inbox_worker, inbox_receiver;
 GRANT EXECUTE ON FUNCTION
-    inbox.ingest(text, text, jsonb, jsonb, text),
-    inbox.ingest_batch(text[], text[], jsonb[], jsonb[], text)
+    inbox.ingest(text, text, jsonb, jsonb, text, bytea, text),
+    inbox.ingest_batch(text[], text[], jsonb[], jsonb[], text, bytea[], text[])
   TO inbox_receiver;
 GRANT EXECUTE ON FUNCTION
     inbox.claim(int, interval, text),

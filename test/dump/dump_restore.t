@@ -11,7 +11,7 @@ check() {  # description, expected, actual
   if [ "$2" = "$3" ]; then echo "ok $n - $1"; else echo "not ok $n - $1"; echo "#   want: $2"; echo "#   have: $3"; fi
 }
 
-echo "1..10"
+echo "1..12"
 dropdb --if-exists "$source"; dropdb --if-exists "$target"
 createdb "$source" && createdb "$target"
 q "$source" "CREATE EXTENSION pg_inbox" >/dev/null
@@ -21,13 +21,19 @@ q "$source" "SELECT inbox.complete(id, lease_token) FROM inbox.claim(1)" >/dev/n
 # The outbox: messages, delivery states (a foreign key to the messages) and history.
 q "$source" "SELECT inbox.publish('receipts', 'k' || i, jsonb_build_object('i', i)) FROM generate_series(1, 5) i" >/dev/null
 q "$source" "SELECT inbox.complete_outbox(id, lease_token, 200) FROM inbox.claim_outbox('{receipts}', 2)" >/dev/null
+q "$source" "SELECT inbox.seal_log()" >/dev/null
 pg_dump -Fc -d "$source" -f "$dump"
 pg_restore -d "$target" "$dump" 2>/dev/null
 
+check "the delivery log and its seal survive, unbroken" "3 1 0" \
+  "$(q "$target" "SELECT (SELECT count(*) FROM inbox.deliveries) || ' ' || (SELECT count(*) FROM inbox.log_seals)
+                          || ' ' || (SELECT count(*) FROM inbox.verify_log())")"
 check "events survive a dump and restore" "3" "$(q "$target" "SELECT count(*) FROM inbox.events")"
 check "providers survive" "stripe" "$(q "$target" "SELECT string_agg(name, ',') FROM inbox.providers")"
 check "a processed event is still a duplicate" "duplicate" "$(q "$target" "SELECT inbox.ingest('stripe', 'evt_1', '{}')")"
 check "an open event is still open" "updated" "$(q "$target" "SELECT inbox.ingest('stripe', 'evt_2', '{}')")"
+check "the restored log chains on" "5 0" \
+  "$(q "$target" "SELECT (SELECT count(*) FROM inbox.deliveries) || ' ' || (SELECT count(*) FROM inbox.verify_log())")"
 check "a new event after the restore is inserted" "inserted" "$(q "$target" "SELECT inbox.ingest('stripe', 'evt_new', '{}')")"
 check "the identity sequence continued past the restored ids" "t" \
   "$(q "$target" "SELECT id > 3 FROM inbox.events WHERE external_id = 'evt_new'")"

@@ -24,15 +24,15 @@ SELECT is((SELECT pg_get_expr(indpred, indrelid) FROM pg_index
 SELECT ok((SELECT reloptions @> ARRAY['fillfactor=80'] FROM pg_class
             WHERE oid = 'inbox.events'::regclass), 'events leaves room for HOT updates');
 
-SELECT has_function('inbox', 'ingest', ARRAY['text', 'text', 'jsonb', 'jsonb', 'text']);
-SELECT has_function('inbox', 'ingest_batch', ARRAY['text[]', 'text[]', 'jsonb[]', 'jsonb[]', 'text']);
+SELECT has_function('inbox', 'ingest', ARRAY['text', 'text', 'jsonb', 'jsonb', 'text', 'bytea', 'text']);
+SELECT has_function('inbox', 'ingest_batch', ARRAY['text[]', 'text[]', 'jsonb[]', 'jsonb[]', 'text', 'bytea[]', 'text[]']);
 SELECT has_function('inbox', 'claim', ARRAY['integer', 'interval', 'text']);
 SELECT has_function('inbox', 'complete', ARRAY['bigint', 'uuid']);
 SELECT has_function('inbox', 'fail', ARRAY['bigint', 'uuid', 'text', 'interval']);
-SELECT function_returns('inbox', 'ingest', ARRAY['text', 'text', 'jsonb', 'jsonb', 'text'], 'text');
+SELECT function_returns('inbox', 'ingest', ARRAY['text', 'text', 'jsonb', 'jsonb', 'text', 'bytea', 'text'], 'text');
 SELECT function_returns('inbox', 'claim', ARRAY['integer', 'interval', 'text'], 'setof inbox.events');
 
-SELECT is_definer('inbox', 'ingest', ARRAY['text', 'text', 'jsonb', 'jsonb', 'text']);
+SELECT is_definer('inbox', 'ingest', ARRAY['text', 'text', 'jsonb', 'jsonb', 'text', 'bytea', 'text']);
 SELECT is_definer('inbox', 'claim', ARRAY['integer', 'interval', 'text']);
 SELECT is_definer('inbox', 'complete', ARRAY['bigint', 'uuid']);
 SELECT is_definer('inbox', 'fail', ARRAY['bigint', 'uuid', 'text', 'interval']);

@@ -57,12 +57,12 @@ TEST(GroupCommit, OneBadEventDoesNotFailTheOthers) {
   std::vector<std::string> good;
   for (int i = 0; i < 3; ++i) {
     good.push_back(unique_id("batch-good"));
-    events.push_back({"t_github", good.back(), "{\"n\":" + std::to_string(i) + "}", "{}"});
+    events.push_back({"t_github", good.back(), "{\"n\":" + std::to_string(i) + "}", "{}", "", ""});
   }
   const std::string unregistered = unique_id("batch-unregistered");
   const std::string nul = unique_id("batch-nul");
-  events.push_back({"t_not_registered", unregistered, "{}", "{}"});    // 42704 in the database
-  events.push_back({"t_github", nul, "{\"s\":\"a\\u0000b\"}", "{}"});  // valid JSON, refused by jsonb
+  events.push_back({"t_not_registered", unregistered, "{}", "{}", "", ""});    // 42704 in the database
+  events.push_back({"t_github", nul, "{\"s\":\"a\\u0000b\"}", "{}", "", ""});  // valid JSON, refused by jsonb
 
   std::vector<EventResult> results(events.size());
   std::vector<std::thread> threads;

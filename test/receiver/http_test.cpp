@@ -82,6 +82,24 @@ TEST_P(SchemeHttpTest, FirstDeliveryRedeliveryAndDuplicate) {
   EXPECT_EQ(r.body, R"({"status":"duplicate"})");
 }
 
+// Issue 12: every delivery is a row of the delivery log, with the SHA-256 of
+// the raw body as sent (not of the stored JSON) and the scheme that
+// verified it; a duplicate of a processed event too.
+TEST_P(SchemeHttpTest, DeliveryLogHoldsTheRawBodyDigest) {
+  const std::string scheme = GetParam();
+  const std::string id = unique_id(scheme);
+  SignedRequest r = signer(scheme, secret_for(scheme))->sign(body_for(scheme, id), id, unix_now());
+  ASSERT_EQ(post(port_, "/webhooks/t_" + scheme, r).status, 200);
+  db_->exec("UPDATE inbox.events SET status = 'done', processed_at = now() WHERE provider = 't_" + scheme +
+            "' AND external_id = " + db_->quote(id));
+  ASSERT_EQ(post(port_, "/webhooks/t_" + scheme, r).status, 200);
+  EXPECT_EQ(*db_->scalar("SELECT string_agg(concat_ws(' ', delivery, outcome, body_hashed, signature_scheme, "
+                         "body_sha256 = sha256(convert_to(" + db_->quote(r.body) + ", 'UTF8'))), ', ' ORDER BY delivery) "
+                         "FROM inbox.deliveries WHERE provider = 't_" + scheme + "' AND external_id = " + db_->quote(id)),
+            "1 inserted raw " + scheme + " t, 2 duplicate raw " + scheme + " t");
+  EXPECT_FALSE(db_->scalar("SELECT 1 FROM inbox.verify_log() LIMIT 1")) << "the log verifies";
+}
+
 TEST_P(SchemeHttpTest, RotatedSecretsBothAccepted) {
   const std::string scheme = GetParam();
   std::string a = unique_id(scheme), b = unique_id(scheme);

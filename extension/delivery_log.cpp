@@ -1,0 +1,283 @@
+// Appending to the delivery log's stripes: the stripe lock, the chain's
+// hashes (computed here, in C++, row after row) and one INSERT per call.
+#include "delivery_log.hpp"
+
+#include <cstring>
+#include <initializer_list>
+#include <new>
+#include <string>
+#include <string_view>
+
+#include "boundary.hpp"
+#include "gucs.hpp"
+#include "log_chain.hpp"
+#include "spi.hpp"
+
+extern "C" {
+#include "access/xact.h"
+#include "common/cryptohash.h"
+#include "storage/proc.h"
+#include "utils/snapmgr.h"
+}
+
+namespace pg_inbox {
+namespace {
+
+// The stripe's last row (a backward probe of the primary key). Run after
+// the stripe's lock is held, with the latest snapshot: it sees the previous
+// holder's committed rows whatever the isolation level (a REPEATABLE READ
+// snapshot taken before that holder committed would not).
+KeptPlan head_plan = {R"SQL(
+SELECT d.seq, d.hash FROM inbox.deliveries d WHERE d.stripe = $1 ORDER BY d.seq DESC LIMIT 1
+)SQL",
+                      1,
+                      {INT2OID},
+                      nullptr};
+
+KeptPlan append_plan = {R"SQL(
+INSERT INTO inbox.deliveries (stripe, seq, event_id, delivery, received_at, payload_kept,
+                              payload_differs, outcome, provider, external_id, source,
+                              body_hashed, signature_scheme, body_sha256, headers_sha256, hash)
+SELECT $1, $2 + t.n - 1, t.event_id, t.delivery, now(), t.kept, t.differs, t.outcome,
+       t.provider, t.external_id, $3, t.body_hashed, t.scheme, t.body_sha256, t.headers_sha256,
+       t.hash
+FROM unnest($4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15)
+     WITH ORDINALITY AS t(event_id, delivery, outcome, kept, differs, provider, external_id,
+                          body_sha256, body_hashed, scheme, headers_sha256, hash, n)
+)SQL",
+                        15,
+                        {INT2OID, INT8OID, TEXTOID, INT8ARRAYOID, INT4ARRAYOID, TEXTARRAYOID,
+                         BOOLARRAYOID, BOOLARRAYOID, TEXTARRAYOID, TEXTARRAYOID, BYTEAARRAYOID,
+                         TEXTARRAYOID, TEXTARRAYOID, BYTEAARRAYOID, BYTEAARRAYOID},
+                        nullptr};
+
+// The stripe's head: its last seq and hash (0 and zeros when empty).
+struct Head {
+  int64 seq;
+  unsigned char hash[32];
+};
+
+std::string_view text_bytes(Datum datum) {
+  auto *text = reinterpret_cast<const varlena *>(DatumGetPointer(datum));
+  return std::string_view(VARDATA_ANY(text), VARSIZE_ANY_EXHDR(text));
+}
+
+// SHA-256 through Postgres's cryptohash (OpenSSL's, hardware-accelerated,
+// when the server has it; its own otherwise): one context per append, made
+// again for each digest. An error abort frees it with its resource owner.
+class Hasher {
+ public:
+  Hasher() : ctx_(pg_call([] { return pg_cryptohash_create(PG_SHA256); })) {
+    if (ctx_ == nullptr) throw std::bad_alloc();
+  }
+  Hasher(const Hasher &) = delete;
+  Hasher &operator=(const Hasher &) = delete;
+  ~Hasher() { pg_cryptohash_free(ctx_); }  // pfree and forget: raises nothing
+
+  // The digest of the concatenated parts.
+  Sha256 digest(std::initializer_list<std::string_view> parts) {
+    Sha256 out;
+    bool ok = pg_cryptohash_init(ctx_) == 0;
+    for (std::string_view part : parts)
+      ok = ok && pg_cryptohash_update(ctx_, reinterpret_cast<const uint8 *>(part.data()),
+                                      part.size()) == 0;
+    ok = ok && pg_cryptohash_final(ctx_, out.data(), out.size()) == 0;
+    if (!ok)
+      throw InboxError(ERRCODE_INTERNAL_ERROR, std::string("could not compute a SHA-256 digest: ") +
+                                                   pg_cryptohash_error(ctx_));
+    return out;
+  }
+
+  // The digest of a jsonb value's text form (a body when the caller passed
+  // no raw digest; headers always).
+  Sha256 jsonb_text(Datum jsonb) {
+    const char *text =
+        pg_call([&] { return DatumGetCString(DirectFunctionCall1(jsonb_out, jsonb)); });
+    return digest({std::string_view(text)});
+  }
+
+ private:
+  pg_cryptohash_ctx *ctx_;
+};
+
+Datum bytea_of(const Sha256 &digest) {
+  return pg_call([&] {
+    auto *out = static_cast<bytea *>(palloc(VARHDRSZ + digest.size()));
+    SET_VARSIZE(out, VARHDRSZ + digest.size());
+    std::memcpy(VARDATA(out), digest.data(), digest.size());
+    return PointerGetDatum(out);
+  });
+}
+
+// Unix microseconds of now(): the transaction's start, what received_at holds.
+int64 received_unix_us() {
+  return GetCurrentTransactionStartTimestamp() +
+         (POSTGRES_EPOCH_JDATE - UNIX_EPOCH_JDATE) * USECS_PER_DAY;
+}
+
+}  // namespace
+
+bool delivery_log_on(int nargs) { return nargs > 5 && guc_delivery_log; }
+
+int take_stripe() {
+  // The stripe this transaction took, by its local id: a second ingest in
+  // the same transaction appends to the same stripe instead of taking
+  // another (after a rolled-back savepoint the lock may be gone: retaken).
+  static LocalTransactionId held_lxid = InvalidLocalTransactionId;
+  static int held = 0;
+  return pg_call([&] {
+    auto lock = [](int stripe, bool wait) {
+      Datum cls = Int32GetDatum(kLockClassLog), object = Int32GetDatum(stripe);
+      if (!wait)
+        return DatumGetBool(DirectFunctionCall2(pg_try_advisory_xact_lock_int4, cls, object));
+      DirectFunctionCall2(pg_advisory_xact_lock_int4, cls, object);
+      return true;
+    };
+    LocalTransactionId lxid = MyProc->lxid;
+    if (lxid != held_lxid || !lock(held, false)) {
+      if (lxid == held_lxid) {
+        lock(held, true);
+      } else {
+        int got = -1;
+        for (int stripe = 0; stripe < kLogStripes && got < 0; ++stripe)
+          if (lock(stripe, false)) got = stripe;
+        if (got < 0) {
+          // Every stripe is busy: wait, always for the same one (a convoy
+          // only past kLogStripes concurrent ingest transactions).
+          lock(0, true);
+          got = 0;
+        }
+        held_lxid = lxid;
+        held = got;
+      }
+    }
+    return held;
+  });
+}
+
+void append_deliveries(int stripe, Datum source, const Delivery *rows, int count) {
+  if (count == 0) return;
+  Head head = pg_call([&] {
+    Head h{};
+    Datum arg = Int16GetDatum(static_cast<int16>(stripe));
+    int rc = SPI_execute_snapshot(kept_plan(head_plan), &arg, nullptr, GetLatestSnapshot(),
+                                  InvalidSnapshot, true, false, 1);
+    if (rc != SPI_OK_SELECT)
+      elog(ERROR, "pg_inbox: statement failed: %s", SPI_result_code_string(rc));
+    if (SPI_processed == 1) {
+      bool isnull;
+      h.seq =
+          DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
+      auto *hash =
+          DatumGetByteaPP(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2, &isnull));
+      if (VARSIZE_ANY_EXHDR(hash) != sizeof(h.hash))
+        ereport(ERROR, (errcode(ERRCODE_DATA_CORRUPTED),
+                        errmsg("delivery log stripe %d: row %lld has a hash of %d bytes", stripe,
+                               static_cast<long long>(h.seq), (int)VARSIZE_ANY_EXHDR(hash))));
+      std::memcpy(h.hash, VARDATA_ANY(hash), sizeof(h.hash));
+    }
+    return h;
+  });
+
+  struct Columns {
+    Datum *event_ids, *deliveries, *outcomes, *kept, *differs, *providers, *external_ids;
+    Datum *body_sha256, *body_hashed, *schemes, *headers_sha256, *hashes;
+    bool *event_nulls, *delivery_nulls, *scheme_nulls, *header_nulls;
+  };
+  Columns c = pg_call([&] {
+    Columns k{};
+    for (Datum **column : {&k.event_ids, &k.deliveries, &k.outcomes, &k.kept, &k.differs,
+                           &k.providers, &k.external_ids, &k.body_sha256, &k.body_hashed,
+                           &k.schemes, &k.headers_sha256, &k.hashes})
+      *column = static_cast<Datum *>(palloc(sizeof(Datum) * count));
+    for (bool **column : {&k.event_nulls, &k.delivery_nulls, &k.scheme_nulls, &k.header_nulls})
+      *column = static_cast<bool *>(palloc0(sizeof(bool) * count));
+    return k;
+  });
+
+  Hasher hasher;
+  int64 received = received_unix_us();
+  Sha256 prev;
+  std::memcpy(prev.data(), head.hash, prev.size());
+  for (int i = 0; i < count; ++i) {
+    const Delivery &d = rows[i];
+    ChainFields f;
+    f.stripe = stripe;
+    f.seq = head.seq + 1 + i;
+    if (!d.event_null) f.event_id = d.event_id;
+    if (!d.delivery_null) f.delivery = d.delivery;
+    f.received_unix_us = received;
+    f.provider = text_bytes(d.provider);
+    f.external_id = text_bytes(d.external_id);
+    f.source = text_bytes(source);
+    f.outcome = d.outcome;
+    f.payload_kept = d.kept;
+    f.payload_differs = d.differs;
+    if (d.raw_null) {
+      f.body_sha256 = hasher.jsonb_text(d.payload);
+      f.body_hashed = "jsonb";
+    } else {
+      std::string_view raw = text_bytes(d.raw_sha256);  // checked: 32 bytes
+      std::memcpy(f.body_sha256.data(), raw.data(), f.body_sha256.size());
+      f.body_hashed = "raw";
+    }
+    if (!d.scheme_null) f.signature_scheme = text_bytes(d.scheme);
+    if (!d.headers_null) f.headers_sha256 = hasher.jsonb_text(d.headers);
+
+    std::string message = chain_message(f);
+    prev = hasher.digest(
+        {std::string_view(reinterpret_cast<const char *>(prev.data()), prev.size()), message});
+
+    c.event_ids[i] = Int64GetDatum(d.event_id);
+    c.event_nulls[i] = d.event_null;
+    c.deliveries[i] = Int32GetDatum(d.delivery);
+    c.delivery_nulls[i] = d.delivery_null;
+    c.kept[i] = BoolGetDatum(d.kept);
+    c.differs[i] = BoolGetDatum(d.differs);
+    c.providers[i] = d.provider;
+    c.external_ids[i] = d.external_id;
+    c.schemes[i] = d.scheme;
+    c.scheme_nulls[i] = d.scheme_null;
+    c.body_sha256[i] = bytea_of(f.body_sha256);
+    c.headers_sha256[i] = f.headers_sha256 ? bytea_of(*f.headers_sha256) : (Datum)0;
+    c.header_nulls[i] = !f.headers_sha256;
+    c.hashes[i] = bytea_of(prev);
+    const char *outcome = d.outcome;
+    const char *hashed = d.raw_null ? "jsonb" : "raw";
+    c.outcomes[i] = pg_call([&] { return CStringGetTextDatum(outcome); });
+    c.body_hashed[i] = pg_call([&] { return CStringGetTextDatum(hashed); });
+  }
+
+  pg_call([&] {
+    int dims[1] = {count};
+    int lbs[1] = {1};
+    auto array = [&](Datum *values, bool *nulls, Oid type, int len, bool byval, char align) {
+      return PointerGetDatum(
+          construct_md_array(values, nulls, 1, dims, lbs, type, len, byval, align));
+    };
+    Datum args[15] = {
+        Int16GetDatum(static_cast<int16>(stripe)),
+        Int64GetDatum(head.seq + 1),
+        source,
+        array(c.event_ids, c.event_nulls, INT8OID, 8, FLOAT8PASSBYVAL, TYPALIGN_DOUBLE),
+        array(c.deliveries, c.delivery_nulls, INT4OID, 4, true, TYPALIGN_INT),
+        array(c.outcomes, nullptr, TEXTOID, -1, false, TYPALIGN_INT),
+        array(c.kept, nullptr, BOOLOID, 1, true, TYPALIGN_CHAR),
+        array(c.differs, nullptr, BOOLOID, 1, true, TYPALIGN_CHAR),
+        array(c.providers, nullptr, TEXTOID, -1, false, TYPALIGN_INT),
+        array(c.external_ids, nullptr, TEXTOID, -1, false, TYPALIGN_INT),
+        array(c.body_sha256, nullptr, BYTEAOID, -1, false, TYPALIGN_INT),
+        array(c.body_hashed, nullptr, TEXTOID, -1, false, TYPALIGN_INT),
+        array(c.schemes, c.scheme_nulls, TEXTOID, -1, false, TYPALIGN_INT),
+        array(c.headers_sha256, c.header_nulls, BYTEAOID, -1, false, TYPALIGN_INT),
+        array(c.hashes, nullptr, BYTEAOID, -1, false, TYPALIGN_INT)};
+    execute_kept(append_plan, args, nullptr, false, 0);
+  });
+}
+
+}  // namespace pg_inbox
+
+using namespace pg_inbox;
+
+// inbox._log_stripes(): kLogStripes, for the SQL side of the log.
+INBOX_SQL_FUNCTION(inbox_log_stripes) { return Int32GetDatum(kLogStripes); }

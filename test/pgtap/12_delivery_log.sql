@@ -1,0 +1,229 @@
+-- Issue 12: a re-delivery never changes the payload a worker holds, and
+-- every delivery is a row of the hash-chained log inbox.deliveries, which
+-- inbox.verify_log checks (tampering as a superuser with the triggers off
+-- included) and inbox.seal_log seals.
+BEGIN;
+SELECT plan(72);
+
+SELECT inbox.register_provider('stripe');
+CREATE FUNCTION pg_temp.log(ext text) RETURNS TABLE (delivery int, outcome text, kept boolean, differs boolean)
+LANGUAGE sql AS $$
+    SELECT d.delivery, d.outcome, d.payload_kept, d.payload_differs FROM inbox.deliveries d
+     WHERE d.external_id = ext ORDER BY d.stripe, d.seq
+$$;
+
+-- Structure.
+SELECT has_table('inbox', 'deliveries', 'inbox.deliveries exists');
+SELECT has_table('inbox', 'log_seals', 'inbox.log_seals exists');
+SELECT has_function('inbox', 'verify_log', ARRAY['timestamp with time zone', 'timestamp with time zone'],
+                    'inbox.verify_log exists');
+SELECT has_function('inbox', 'seal_log', ARRAY[]::text[], 'inbox.seal_log exists');
+SELECT is(inbox._log_stripes(), 16, 'sixteen stripes');
+SELECT is((SELECT count(*)::int FROM pg_extension e, unnest(e.extconfig) c
+            WHERE e.extname = 'pg_inbox' AND c IN ('inbox.deliveries'::regclass, 'inbox.log_seals'::regclass)),
+          2, 'both tables are dumped with their rows');
+
+-- No silent overwrite: pending events are refreshed, processing ones kept.
+SELECT is(inbox.ingest('stripe', 'p1', '{"amount": 100}', '{"h": 1}'), 'inserted', 'first delivery');
+SELECT is(inbox.ingest('stripe', 'p1', '{"amount": 200}', '{"h": 2}'), 'updated', 'a re-delivery while pending');
+SELECT row_eq($$ SELECT payload, headers, delivery_count FROM inbox.events WHERE external_id = 'p1' $$,
+              ROW('{"amount": 200}'::jsonb, '{"h": 2}'::jsonb, 2), 'pending: payload and headers refreshed');
+CREATE TEMP TABLE held AS SELECT id, lease_token FROM inbox.claim(1, provider => 'stripe');
+SELECT is(inbox.ingest('stripe', 'p1', '{"amount": 999}', '{"h": 3}'), 'updated',
+          'a re-delivery while processing is still counted as updated');
+SELECT row_eq($$ SELECT payload, headers, delivery_count, status FROM inbox.events WHERE external_id = 'p1' $$,
+              ROW('{"amount": 200}'::jsonb, '{"h": 2}'::jsonb, 3, 'processing'::text),
+              'processing: the worker''s payload and headers are kept, the delivery counted');
+SELECT is(inbox.ingest('stripe', 'p1', '{"amount": 200}'), 'updated', 'the same body again while processing');
+SELECT is(inbox.ingest_batch(ARRAY['stripe', 'stripe'], ARRAY['p1', 'p1'],
+                             ARRAY['{"amount": 1}', '{"amount": 200}']::jsonb[]),
+          ARRAY['updated', 'updated'], 'a batch re-delivering it twice while processing');
+SELECT row_eq($$ SELECT payload, delivery_count FROM inbox.events WHERE external_id = 'p1' $$,
+              ROW('{"amount": 200}'::jsonb, 6), 'the batch kept the payload too and counted both');
+SELECT results_eq($$ SELECT * FROM pg_temp.log('p1') $$,
+                  $$ VALUES (1, 'inserted', false, false), (2, 'updated', false, false), (3, 'updated', true, true),
+                            (4, 'updated', true, false), (5, 'updated', true, true), (6, 'updated', true, false) $$,
+                  'the log numbers every delivery and says which bodies differed from the kept payload');
+SELECT ok(inbox.complete(id, lease_token), 'the worker completes what it claimed') FROM held;
+SELECT is(inbox.ingest('stripe', 'p1', '{"amount": 5}'), 'duplicate', 'a processed event is a duplicate');
+SELECT is(inbox.ingest_batch(ARRAY['stripe', 'stripe'], ARRAY['p1', 'p1'], ARRAY['{}', '{}']::jsonb[]),
+          ARRAY['duplicate', 'duplicate'], 'twice in a batch');
+SELECT results_eq($$ SELECT * FROM pg_temp.log('p1') WHERE outcome = 'duplicate' $$,
+                  $$ VALUES (7, 'duplicate', false, false), (8, 'duplicate', false, false), (9, 'duplicate', false, false) $$,
+                  'duplicates are logged too, numbered on from the event''s deliveries');
+SELECT is((SELECT delivery_count FROM inbox.events WHERE external_id = 'p1'), 6,
+          'duplicates still leave the event row alone');
+
+-- Batches: copies of an id numbered in input order; new and open events.
+SELECT is(inbox.ingest_batch(ARRAY['stripe', 'stripe', 'stripe'], ARRAY['b1', 'b2', 'b1'],
+                             ARRAY['{"n": 1}', '{}', '{"n": 2}']::jsonb[]),
+          ARRAY['inserted', 'inserted', 'updated'], 'a batch with an id twice');
+SELECT results_eq($$ SELECT * FROM pg_temp.log('b1') $$, $$ VALUES (1, 'inserted', false, false), (2, 'updated', false, false) $$,
+                  'its copies are deliveries 1 and 2');
+SELECT is((SELECT count(*)::int FROM inbox.deliveries d JOIN inbox.events e ON e.id = d.event_id
+            WHERE e.external_id <> d.external_id OR e.provider <> d.provider), 0,
+          'every row names its event by id, provider and external id');
+
+-- What a row holds: body and header digests, source, scheme, time.
+SELECT inbox.ingest('stripe', 'h1', '{"b": 1}');
+SELECT row_eq($$ SELECT body_sha256, body_hashed, signature_scheme, headers_sha256, source, received_at
+                   FROM inbox.deliveries WHERE external_id = 'h1' $$,
+              ROW(sha256(convert_to('{"b": 1}', 'UTF8')), 'jsonb'::text, NULL::text, NULL::bytea, 'webhook'::text, now()),
+              'without a raw digest the body hash is of the stored jsonb as text');
+SELECT inbox.ingest('stripe', 'h2', '{"b": 2}', '{"x-sig": "v1"}', 'backfill', sha256('raw body'), 'stripe');
+SELECT row_eq($$ SELECT body_sha256, body_hashed, signature_scheme, headers_sha256, source
+                   FROM inbox.deliveries WHERE external_id = 'h2' $$,
+              ROW(sha256('raw body'), 'raw'::text, 'stripe'::text, sha256(convert_to('{"x-sig": "v1"}', 'UTF8')),
+                  'backfill'::text),
+              'the raw body''s digest and the signature scheme as passed, the headers'' digest');
+SELECT is(inbox.ingest_batch(ARRAY['stripe', 'stripe'], ARRAY['h3', 'h4'], ARRAY['{}', '{}']::jsonb[], NULL,
+                             'webhook', ARRAY[sha256('a'), NULL], ARRAY['github', NULL]),
+          ARRAY['inserted', 'inserted'], 'a batch with digests and schemes, NULL elements allowed');
+SELECT results_eq($$ SELECT body_sha256, body_hashed, signature_scheme FROM inbox.deliveries
+                      WHERE external_id IN ('h3', 'h4') ORDER BY external_id $$,
+                  $$ VALUES (sha256('a'), 'raw', 'github'), (sha256(convert_to('{}', 'UTF8')), 'jsonb', NULL) $$,
+                  'each element''s digest and scheme');
+
+-- Bad input: nothing is written.
+SELECT throws_ok($$ SELECT inbox.ingest('stripe', 'x1', '{}', NULL, 'webhook', '\x00'::bytea) $$, '22023',
+                 'body_sha256 must be a SHA-256 digest of 32 bytes, not 1', 'a digest that is not 32 bytes');
+SELECT throws_ok($$ SELECT inbox.ingest('stripe', 'x1', '{}', NULL, 'webhook', ''::bytea) $$, '22023',
+                 'body_sha256 must be a SHA-256 digest of 32 bytes, not 0', 'an empty digest');
+SELECT throws_ok($$ SELECT inbox.ingest('stripe', 'x1', '{}', NULL, 'webhook', NULL, '') $$, '22023',
+                 'signature_scheme must not be empty', 'an empty scheme');
+SELECT throws_ok($$ SELECT inbox.ingest('stripe', 'x1', '{}', NULL, 'webhook', NULL, repeat('s', 65)) $$, '22001',
+                 'signature_scheme is 65 bytes, over the limit of 64', 'an oversized scheme');
+SELECT throws_ok($$ SELECT inbox.ingest('nobody', 'x1', '{}', NULL, 'webhook', sha256('a'), 'stripe') $$, '42704',
+                 NULL, 'an unknown provider');
+SELECT throws_ok($$ SELECT inbox.ingest_batch(ARRAY['stripe'], ARRAY['x1'], ARRAY['{}']::jsonb[], NULL, 'webhook',
+                                              ARRAY[sha256('a'), sha256('b')]) $$, '2202E',
+                 'body_sha256s must have as many elements as providers', 'digests of another length');
+SELECT throws_ok($$ SELECT inbox.ingest_batch(ARRAY['stripe'], ARRAY['x1'], ARRAY['{}']::jsonb[], NULL, 'webhook',
+                                              NULL, ARRAY['a', 'b']) $$, '2202E',
+                 'signature_schemes must have as many elements as providers', 'schemes of another length');
+SELECT throws_ok($$ SELECT inbox.ingest_batch(ARRAY['stripe', 'stripe'], ARRAY['x1', 'x2'], ARRAY['{}', '{}']::jsonb[],
+                                              NULL, 'webhook', ARRAY[sha256('a'), '\x01'::bytea]) $$, '22023',
+                 'body_sha256 must be a SHA-256 digest of 32 bytes, not 1', 'a short digest in a batch');
+SELECT throws_ok($$ SELECT inbox.ingest_batch(ARRAY['stripe'], ARRAY['x1'], ARRAY['{}']::jsonb[], NULL, 'webhook',
+                                              NULL, ARRAY['']) $$, '22023',
+                 'signature_scheme must not be empty', 'an empty scheme in a batch');
+SELECT throws_ok($$ SELECT inbox.ingest_batch(ARRAY['stripe'], ARRAY['x1'], ARRAY['{}']::jsonb[], NULL, 'webhook',
+                                              ARRAY[[sha256('a')]]) $$, '2202E',
+                 'body_sha256s must be a one-dimensional array', 'a two-dimensional digest array');
+SELECT is((SELECT count(*)::int FROM inbox.deliveries WHERE external_id LIKE 'x%'), 0, 'bad input logs nothing');
+
+-- The 0.1.0 definitions (five arguments) bind the same symbols: they keep
+-- payloads too, but write no log (0.1.0 has no log tables).
+CREATE FUNCTION pg_temp.ingest_010(text, text, jsonb, jsonb, text) RETURNS text
+    AS '$libdir/pg_inbox', 'inbox_ingest' LANGUAGE C;
+CREATE FUNCTION pg_temp.ingest_batch_010(text[], text[], jsonb[], jsonb[], text) RETURNS text[]
+    AS '$libdir/pg_inbox', 'inbox_ingest_batch' LANGUAGE C;
+SELECT is(pg_temp.ingest_010('stripe', 'old1', '{}', NULL, 'webhook'), 'inserted', 'the 0.1.0 ingest still works');
+SELECT is(pg_temp.ingest_batch_010(ARRAY['stripe'], ARRAY['old2'], ARRAY['{}']::jsonb[], NULL, 'webhook'),
+          ARRAY['inserted'], 'the 0.1.0 ingest_batch still works');
+SELECT is((SELECT count(*)::int FROM inbox.deliveries WHERE external_id LIKE 'old%'), 0, '... and log nothing');
+
+-- pg_inbox.delivery_log: off only for a superuser (the bench's baseline).
+SET LOCAL pg_inbox.delivery_log = off;
+SELECT inbox.ingest('stripe', 'off1', '{}');
+SELECT is((SELECT count(*)::int FROM inbox.deliveries WHERE external_id = 'off1'), 0, 'off: nothing logged');
+RESET pg_inbox.delivery_log;
+SET LOCAL ROLE inbox_receiver;
+SELECT throws_ok($$ SET pg_inbox.delivery_log = off $$, '42501', NULL, 'the receiver cannot turn the log off');
+SELECT is(inbox.ingest('stripe', 'r1', '{}'), 'inserted', 'the receiver ingests ...');
+SELECT throws_ok($$ SELECT * FROM inbox.deliveries $$, '42501', NULL, '... but cannot read the log');
+SELECT throws_ok($$ INSERT INTO inbox.deliveries SELECT * FROM inbox.deliveries $$, '42501', NULL,
+                 '... nor write it');
+SELECT throws_ok($$ SELECT inbox.seal_log() $$, '42501', NULL, '... nor seal it');
+RESET ROLE;
+SET LOCAL ROLE inbox_worker;
+SELECT throws_ok($$ SELECT * FROM inbox.deliveries $$, '42501', NULL, 'the worker cannot read the log');
+RESET ROLE;
+
+-- Append-only, even for the owner.
+SELECT throws_ok($$ UPDATE inbox.deliveries SET outcome = 'updated' $$, '42501',
+                 'inbox.deliveries is append-only: UPDATE refused', 'UPDATE refused to the owner');
+SELECT throws_ok($$ DELETE FROM inbox.deliveries $$, '42501',
+                 'inbox.deliveries is append-only: DELETE refused', 'DELETE refused to the owner');
+SELECT throws_ok($$ TRUNCATE inbox.deliveries $$, '42501',
+                 'inbox.deliveries is append-only: TRUNCATE refused', 'TRUNCATE refused to the owner');
+
+-- verify_log on an honest log, and seals.
+SELECT is_empty($$ SELECT * FROM inbox.verify_log() $$, 'an honest log verifies');
+SELECT ok((SELECT count(DISTINCT stripe) FROM inbox.deliveries) >= 1, 'the log has rows');
+SELECT isnt(inbox.seal_log(), NULL, 'a seal');
+SELECT is(inbox.seal_log(), NULL, 'no second seal while nothing was appended');
+SELECT throws_ok($$ UPDATE inbox.log_seals SET sealed_at = now() $$, '42501', NULL, 'seals are append-only');
+SELECT throws_ok($$ DELETE FROM inbox.log_seals $$, '42501', NULL, 'seals cannot be deleted');
+SELECT inbox.ingest('stripe', 'after_seal', '{}');
+SELECT isnt(inbox.seal_log(), NULL, 'a second seal after new rows');
+SELECT is((SELECT seqs[1] FROM inbox.log_seals ORDER BY id DESC LIMIT 1),
+          (SELECT max(seq) FROM inbox.deliveries WHERE stripe = 0), 'a seal holds each stripe''s last seq');
+SELECT is_empty($$ SELECT * FROM inbox.verify_log(now() - interval '1 day', now() + interval '1 day') $$,
+                'a range verifies');
+SELECT is_empty($$ SELECT * FROM inbox.verify_log(NULL, NULL) $$, 'NULL bounds: everything');
+SELECT throws_ok($$ SELECT * FROM inbox.verify_log(now(), now() - interval '1 second') $$, '22023', NULL,
+                 'from after to is refused');
+
+-- Tampering as a superuser, triggers disabled: each is found.
+ALTER TABLE inbox.deliveries DISABLE TRIGGER USER;
+ALTER TABLE inbox.log_seals DISABLE TRIGGER USER;
+CREATE TEMP TABLE target AS SELECT stripe, seq FROM inbox.deliveries WHERE external_id = 'p1' AND delivery = 3;
+SAVEPOINT t;
+UPDATE inbox.deliveries d SET payload_differs = false FROM target t WHERE d.stripe = t.stripe AND d.seq = t.seq;
+SELECT results_eq($$ SELECT stripe, seq, problem FROM inbox.verify_log() $$,
+                  $$ SELECT stripe::int, seq, 'the row does not match its hash or the row before it' FROM target $$,
+                  'an edited row is found');
+ROLLBACK TO t;
+UPDATE inbox.deliveries d SET body_sha256 = sha256('forged') FROM target t WHERE d.stripe = t.stripe AND d.seq = t.seq;
+UPDATE inbox.deliveries d SET hash = sha256((SELECT p.hash FROM inbox.deliveries p
+                                              WHERE p.stripe = d.stripe AND p.seq = d.seq - 1)
+                                            || inbox._delivery_message(d))
+  FROM target t WHERE d.stripe = t.stripe AND d.seq = t.seq;
+SELECT results_eq($$ SELECT stripe, seq, problem FROM inbox.verify_log() $$,
+                  $$ SELECT stripe::int, seq + 1, 'the row does not match its hash or the row before it' FROM target $$,
+                  'an edited row with its own hash recomputed breaks the next link');
+ROLLBACK TO t;
+DELETE FROM inbox.deliveries d USING target t WHERE d.stripe = t.stripe AND d.seq = t.seq;
+SELECT results_eq($$ SELECT stripe, seq, problem FROM inbox.verify_log() $$,
+                  $$ SELECT stripe::int, seq, format('rows %s to %s are missing', seq, seq) FROM target $$,
+                  'a deleted row is found');
+ROLLBACK TO t;
+UPDATE inbox.deliveries d SET seq = d.seq + 1000000 FROM target t WHERE d.stripe = t.stripe AND d.seq IN (t.seq, t.seq + 1);
+UPDATE inbox.deliveries d SET seq = CASE WHEN d.seq - 1000000 = t.seq THEN t.seq + 1 ELSE t.seq END
+  FROM target t WHERE d.stripe = t.stripe AND d.seq IN (t.seq + 1000000, t.seq + 1000001);
+SELECT results_eq($$ SELECT stripe, seq, problem FROM inbox.verify_log() $$,
+                  $$ SELECT stripe::int, seq, 'the row does not match its hash or the row before it' FROM target $$,
+                  'two rows swapped are found');
+ROLLBACK TO t;
+DELETE FROM inbox.deliveries d WHERE d.stripe = 0 AND d.seq >= (SELECT seqs[1] FROM inbox.log_seals ORDER BY id DESC LIMIT 1);
+SELECT results_eq($$ SELECT stripe, seq, seal_id, problem FROM inbox.verify_log() $$,
+                  $$ SELECT 0, seqs[1], id, 'the row this seal sealed is missing or changed: rows were removed or rewritten'
+                       FROM inbox.log_seals ORDER BY id DESC LIMIT 1 $$,
+                  'a tail truncated below the last seal is found');
+ROLLBACK TO t;
+UPDATE inbox.log_seals SET sealed_at = sealed_at - interval '1 hour' WHERE id = (SELECT min(id) FROM inbox.log_seals);
+SELECT results_eq($$ SELECT seal_id, problem FROM inbox.verify_log() $$,
+                  $$ SELECT min(id), 'the seal does not match its contents or the seal before it' FROM inbox.log_seals $$,
+                  'an edited seal is found');
+ROLLBACK TO t;
+DELETE FROM inbox.log_seals WHERE id = (SELECT min(id) FROM inbox.log_seals);
+SELECT results_eq($$ SELECT seal_id, problem FROM inbox.verify_log() $$,
+                  $$ SELECT min(id), 'the seal does not match its contents or the seal before it' FROM inbox.log_seals $$,
+                  'a deleted seal breaks the next one');
+ROLLBACK TO t;
+SELECT is_empty($$ SELECT * FROM inbox.verify_log() $$, 'undone: the log verifies again');
+ALTER TABLE inbox.deliveries ENABLE TRIGGER USER;
+ALTER TABLE inbox.log_seals ENABLE TRIGGER USER;
+
+-- The payload_changed rollup (check payload_changed_processing) counts
+-- the bodies that differed while processing.
+SELECT inbox.refresh_stats();
+SELECT is((SELECT sum(payload_changed)::int FROM inbox.stats_minute WHERE provider = 'stripe'), 2,
+          'refresh_stats counts the two differing bodies from the log');
+SELECT inbox.refresh_stats();
+SELECT is((SELECT sum(payload_changed)::int FROM inbox.stats_minute WHERE provider = 'stripe'), 2,
+          '... and counts them again, not twice, on the next refresh');
+
+SELECT * FROM finish();
+ROLLBACK;
