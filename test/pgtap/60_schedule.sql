@@ -1,9 +1,9 @@
 -- Scheduling: pg_cron jobs installed idempotently, each job at most once per
 -- window, and a clear error when pg_cron is missing.
 BEGIN;
-SELECT plan(29);
+SELECT plan(31);
 
-SELECT has_function('inbox', 'schedule', ARRAY['interval', 'interval', 'interval', 'interval'], 'inbox.schedule exists');
+SELECT has_function('inbox', 'schedule', ARRAY['interval', 'interval', 'interval', 'interval', 'interval'], 'inbox.schedule exists');
 SELECT has_function('inbox', 'unschedule', ARRAY[]::text[], 'inbox.unschedule exists');
 SELECT has_function('inbox', 'run_job', ARRAY['text', 'interval'], 'inbox.run_job exists');
 
@@ -20,14 +20,17 @@ SELECT throws_ok($$SELECT inbox.schedule(NULL)$$, '22004', NULL, 'schedule: NULL
 SELECT throws_ok($$SELECT inbox.schedule('often')$$, '22007', NULL, 'schedule: not an interval');
 
 -- Installing twice leaves one job per name, with the latest schedule.
-SELECT is(jsonb_array_length(inbox.schedule()), 4, 'schedule installs four jobs');
+SELECT is(jsonb_array_length(inbox.schedule()), 5, 'schedule installs five jobs');
 SELECT lives_ok($$SELECT inbox.schedule('2 minutes', '10 minutes')$$, 'and runs again');
 SELECT is(ARRAY(SELECT jobname || ' ' || schedule FROM cron.job WHERE jobname LIKE 'pg\_inbox:%' ORDER BY 1),
-          ARRAY['pg_inbox:checks * * * * *', 'pg_inbox:reconcile */2 * * * *', 'pg_inbox:refresh * * * * *',
-                'pg_inbox:scan_gaps */10 * * * *'], 'one job each, latest schedule');
+          ARRAY['pg_inbox:checks * * * * *', 'pg_inbox:purge */5 * * * *', 'pg_inbox:reconcile */2 * * * *',
+                'pg_inbox:refresh * * * * *', 'pg_inbox:scan_gaps */10 * * * *'], 'one job each, latest schedule');
 SELECT is((SELECT command FROM cron.job WHERE jobname = 'pg_inbox:reconcile'),
           'SELECT inbox.run_job(''reconcile'', ''00:02:00'')', 'the job calls run_job with its window');
-SELECT is(inbox.unschedule(), 4, 'unschedule removes all four');
+SELECT is((SELECT command FROM cron.job WHERE jobname = 'pg_inbox:purge'),
+          'CALL inbox.purge_all(max_duration => ''00:04:00'')',
+          'the purge job drains in short transactions for 4/5 of its interval');
+SELECT is(inbox.unschedule(), 5, 'unschedule removes all five');
 SELECT is((SELECT count(*) FROM cron.job WHERE jobname LIKE 'pg\_inbox:%')::int, 0, 'no job left');
 SELECT is(inbox.unschedule(), 0, 'unschedule again removes nothing');
 
@@ -42,6 +45,7 @@ SELECT is((SELECT inbox.run_job('reconcile', '1 hour') ->> 'skipped'), 'window a
           'a second run in the same window is skipped');
 SELECT is((SELECT count(*) FROM inbox.reconcile_runs WHERE trigger = 'schedule')::int, 1, 'one scheduled pass');
 SELECT ok((SELECT inbox.run_job('scan_gaps', '1 hour') -> 'result' ? 'providers'), 'scan_gaps job runs');
+SELECT ok((SELECT inbox.run_job('purge', '1 hour') -> 'result' ? 'rows_deleted'), 'purge job runs one batch');
 
 -- Without pg_cron: a clear error; everything else still works by hand.
 DROP EXTENSION pg_cron;
