@@ -1,7 +1,7 @@
 -- inbox.replay and inbox.resolve: deliberate re-runs and settlements by a
 -- person, each a row of inbox.event_history; bad input refused clearly.
 BEGIN;
-SELECT plan(52);
+SELECT plan(56);
 
 SELECT has_function('inbox', 'replay', ARRAY['bigint', 'text'], 'inbox.replay exists');
 SELECT has_function('inbox', 'resolve', ARRAY['bigint', 'text', 'text'], 'inbox.resolve exists');
@@ -123,6 +123,14 @@ SELECT throws_ok(format('SELECT inbox.resolve(%s, %L, %L)', pg_temp.id('e4'), 'd
 SELECT throws_ok(format('SELECT inbox.resolve(%s, %L, %L)', pg_temp.id('e2'), 'done', 'why'), '55000',
                  format('event %s is pending: only held and dead events can be resolved', pg_temp.id('e2')),
                  'resolve: a pending event is refused');
+
+-- Only the owner (an administrator) replays, resolves and purges; nobody edits the history.
+SET LOCAL ROLE inbox_worker;
+SELECT throws_ok($$SELECT inbox.replay(1, 'x')$$, '42501', NULL, 'a worker cannot replay');
+SELECT throws_ok($$SELECT inbox.resolve(1, 'done', 'x')$$, '42501', NULL, 'a worker cannot resolve');
+SELECT throws_ok($$SELECT inbox.purge()$$, '42501', NULL, 'a worker cannot purge');
+SELECT throws_ok($$DELETE FROM inbox.event_history$$, '42501', NULL, 'a worker cannot edit the history');
+RESET ROLE;
 
 SELECT * FROM finish();
 ROLLBACK;
