@@ -3218,18 +3218,19 @@ COMMENT ON COLUMN inbox.events.attempts_at_replay IS
 COMMENT ON COLUMN inbox.events.purged_at IS
   'when inbox.purge removed payload and headers; the row stays as the dedup key until keep_dedup_for';
 
--- What purge reads, per provider and oldest first. Claims change none of
--- these columns (they stay HOT); complete and a final fail add one entry
--- (they are not HOT anyway: processed_at is in events_open_idx's predicate).
+-- What purge reads, per provider and oldest first: processed events, and
+-- those of them that still hold their payload. Claims change none of these
+-- columns (they stay HOT); complete and a final fail add two entries (they
+-- are not HOT anyway: processed_at is in events_open_idx's predicate).
+CREATE INDEX events_processed_idx ON inbox.events (provider, processed_at)
+    WHERE processed_at IS NOT NULL;
 CREATE INDEX events_payload_kept_idx ON inbox.events (provider, processed_at)
     WHERE processed_at IS NOT NULL AND purged_at IS NULL;
-CREATE INDEX events_purged_idx ON inbox.events (provider, processed_at)
-    WHERE purged_at IS NOT NULL;
 
 -- Per-provider horizons, counted from processed_at. NULL: the defaults, 30
--- and 90 days. The dedup horizon is never shorter than the payload horizon
--- (a row is deleted only after its payload), nor than 3 days, the longest
--- automatic retry window of the supported providers (Stripe's).
+-- and 90 days. The dedup horizon is never shorter than the payload horizon,
+-- nor than 3 days, the longest automatic retry window of the supported
+-- providers (Stripe's).
 ALTER TABLE inbox.providers
     ADD COLUMN keep_payload_for interval CHECK (keep_payload_for >= interval '0'),
     ADD COLUMN keep_dedup_for interval CHECK (keep_dedup_for >= interval '3 days'),
@@ -3416,20 +3417,22 @@ COMMENT ON FUNCTION inbox.configure_retention(text, interval, interval) IS
   'Per provider: how long processed events keep payload (default 30 days) and dedup key (default 90 days)';
 
 -- One bounded purge batch, in the caller's transaction, under its advisory
--- lock ({"skipped": "busy"} when another batch holds it): up to max_rows
--- payloads and max_rows rows, oldest first, taken with SKIP LOCKED.
---   1. payload and headers of events done or dead longer than keep_payload_for
---      (or older_than, when given) are removed; the row stays, status intact,
---      so a re-delivery is still a duplicate (the one upsert is the dedup);
---   2. rows whose payload is gone and that are done or dead longer than
---      keep_dedup_for are deleted, with their history; a re-delivery after
---      that is a new event. Rows an open gap or backfill request names stay.
+-- lock ({"skipped": "busy"} when another batch holds it): per provider,
+-- oldest first, taken with SKIP LOCKED, up to max_rows rows and max_rows
+-- payloads in all:
+--   1. rows done or dead longer than keep_dedup_for are deleted, with their
+--      history (a re-delivery after that is a new event); rows an open gap or
+--      backfill request names stay;
+--   2. payload and headers of events done or dead longer than
+--      keep_payload_for (or older_than, when given) are removed; the row
+--      stays, status intact, so a re-delivery is still a duplicate (the one
+--      upsert is the dedup).
 CREATE FUNCTION inbox.purge(older_than interval DEFAULT NULL, max_rows int DEFAULT 5000)
 RETURNS jsonb LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
     p record;
-    payload_budget int := max_rows;
     row_budget int := max_rows;
+    payload_budget int := max_rows;
     n int;
 BEGIN
     IF older_than < interval '0' THEN
@@ -3446,26 +3449,10 @@ BEGIN
     FOR p IN SELECT pr.name, coalesce(older_than, pr.keep_payload_for, interval '30 days') AS payload_horizon,
                     coalesce(pr.keep_dedup_for, interval '90 days') AS dedup_horizon
                FROM inbox.providers pr ORDER BY pr.name LOOP
-        IF payload_budget > 0 THEN
-            WITH due AS (
-                SELECT e.id FROM inbox.events e
-                 WHERE e.provider = p.name AND e.processed_at IS NOT NULL AND e.purged_at IS NULL
-                   AND e.processed_at < now() - p.payload_horizon
-                 ORDER BY e.processed_at LIMIT payload_budget
-                   FOR UPDATE SKIP LOCKED
-            ), copies AS (
-                UPDATE inbox.event_history h SET payload = NULL
-                  FROM due WHERE h.event_id = due.id AND h.payload IS NOT NULL
-            )
-            UPDATE inbox.events e SET payload = 'null', headers = NULL, purged_at = now()
-              FROM due WHERE e.id = due.id;
-            GET DIAGNOSTICS n = ROW_COUNT;
-            payload_budget := payload_budget - n;
-        END IF;
         IF row_budget > 0 THEN
             WITH doomed AS (
                 SELECT e.id FROM inbox.events e
-                 WHERE e.provider = p.name AND e.purged_at IS NOT NULL
+                 WHERE e.provider = p.name AND e.processed_at IS NOT NULL
                    AND e.processed_at < now() - p.dedup_horizon
                    AND NOT EXISTS (SELECT 1 FROM inbox.backfill_requests b
                                    WHERE b.provider = e.provider AND b.external_id = e.external_id
@@ -3482,10 +3469,26 @@ BEGIN
             GET DIAGNOSTICS n = ROW_COUNT;
             row_budget := row_budget - n;
         END IF;
+        IF payload_budget > 0 THEN
+            WITH due AS (
+                SELECT e.id FROM inbox.events e
+                 WHERE e.provider = p.name AND e.processed_at IS NOT NULL AND e.purged_at IS NULL
+                   AND e.processed_at < now() - p.payload_horizon
+                 ORDER BY e.processed_at LIMIT payload_budget
+                   FOR UPDATE SKIP LOCKED
+            ), copies AS (
+                UPDATE inbox.event_history h SET payload = NULL
+                  FROM due WHERE h.event_id = due.id AND h.payload IS NOT NULL
+            )
+            UPDATE inbox.events e SET payload = 'null', headers = NULL, purged_at = now()
+              FROM due WHERE e.id = due.id;
+            GET DIAGNOSTICS n = ROW_COUNT;
+            payload_budget := payload_budget - n;
+        END IF;
     END LOOP;
-    RETURN jsonb_build_object('payloads_purged', max_rows - payload_budget,
-                              'rows_deleted', max_rows - row_budget,
-                              'more', payload_budget = 0 OR row_budget = 0);
+    RETURN jsonb_build_object('rows_deleted', max_rows - row_budget,
+                              'payloads_purged', max_rows - payload_budget,
+                              'more', row_budget = 0 OR payload_budget = 0);
 END
 $$;
 COMMENT ON FUNCTION inbox.purge(interval, int) IS

@@ -18,7 +18,7 @@ SELECT col_type_is('inbox', 'events', 'lease_token', 'uuid', 'lease_token is uui
 -- Three indexes only: every index costs every non-HOT update.
 SELECT indexes_are('inbox', 'events',
   ARRAY['events_pkey', 'events_provider_external_id_key', 'events_open_idx',
-        'events_payload_kept_idx', 'events_purged_idx']);
+        'events_processed_idx', 'events_payload_kept_idx']);
 SELECT is((SELECT pg_get_expr(indpred, indrelid) FROM pg_index
             WHERE indexrelid = 'inbox.events_open_idx'::regclass),
           '(processed_at IS NULL)', 'claim index is partial on open events');

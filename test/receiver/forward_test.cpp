@@ -488,6 +488,35 @@ TEST_F(ForwardTest, ProviderRouteForwardsIncomingEvents) {
   for (const auto& r : reqs) EXPECT_EQ(r.signature, signer.sign(r.id, std::stoll(r.timestamp), r.body));
 }
 
+// An event run again with inbox.replay reaches the consumer with the same
+// webhook-id, the next webhook-attempt and x-inbox-replay: true, so the
+// consumer can tell a deliberate re-run from a retry it already applied.
+TEST_F(ForwardTest, ReplayedEventsCarryTheReplayHeader) {
+  REQUIRE_DATABASE();
+  Db db;
+  Consumer consumer;
+  const std::string provider = "t_fwd_replay_" + run_id();
+  db.exec("SELECT inbox.register_provider(" + db.quote(provider) + ")");
+  db.exec("SELECT inbox.ingest(" + db.quote(provider) + ", 'evt_r', '{\"type\": \"invoice.paid\"}')");
+  std::string path = dir_ + "/replay.toml";
+  std::ofstream(path) << "database_url = " << toml_string(event_forwarder_database_url()) << "\n"
+                      << "[[route]]\nname = \"events\"\nprovider = " << toml_string(provider) << "\n"
+                      << "url = " << toml_string(consumer.url()) << "\nsecret = " << toml_string(kSecret) << "\n";
+  std::string out;
+  ASSERT_EQ(run_once(path, &out), 0) << out;
+  std::string id = *db.scalar("SELECT id FROM inbox.events WHERE provider = " + db.quote(provider));
+  EXPECT_EQ(db.scalar("SELECT inbox.replay(" + id + ", 'the consumer lost its copy')").value_or(""), "2");
+  ASSERT_EQ(run_once(path, &out), 0) << out;
+  auto reqs = consumer.requests();
+  ASSERT_EQ(reqs.size(), 2u);
+  EXPECT_EQ(reqs[0].replay, "false");
+  EXPECT_EQ(reqs[0].attempt, "1");
+  EXPECT_EQ(reqs[1].replay, "true");
+  EXPECT_EQ(reqs[1].attempt, "2");
+  EXPECT_EQ(reqs[1].id, reqs[0].id) << "one event, one webhook-id";
+  EXPECT_EQ(db.scalar("SELECT status FROM inbox.events WHERE id = " + id).value_or(""), "done");
+}
+
 // The consumer side verifies with the reference library (npm standardwebhooks);
 // a wrong secret fails there, so the check can fail.
 TEST_F(ForwardTest, ReferenceLibraryVerifiesTheSignatures) {
