@@ -270,7 +270,9 @@ BEGIN
             GET DIAGNOSTICS n = ROW_COUNT;
             row_budget := row_budget - n;
         END IF;
-        IF payload_budget > 0 THEN
+        -- Payloads only once the rows to delete are gone: no payload is
+        -- removed from a row about to be deleted.
+        IF payload_budget > 0 AND row_budget > 0 THEN
             WITH due AS (
                 SELECT e.id FROM inbox.events e
                  WHERE e.provider = p.name AND e.processed_at IS NOT NULL AND e.purged_at IS NULL
