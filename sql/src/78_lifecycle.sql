@@ -228,8 +228,11 @@ COMMENT ON FUNCTION inbox.configure_retention(text, interval, interval) IS
 --      keep_payload_for (or older_than, when given) are removed; the row
 --      stays, status intact, so a re-delivery is still a duplicate (the one
 --      upsert is the dedup).
+-- Its statements keep generic plans, so they run with enable_seqscan = off
+-- like the other kept plans (README, "C++ inside PostgreSQL"): index probes
+-- whatever the statistics said when the plan was made.
 CREATE FUNCTION inbox.purge(older_than interval DEFAULT NULL, max_rows int DEFAULT 5000)
-RETURNS jsonb LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
+RETURNS jsonb LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp SET enable_seqscan = off AS $$
 DECLARE
     p record;
     row_budget int := max_rows;
