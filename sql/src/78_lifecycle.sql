@@ -246,8 +246,9 @@ BEGIN
         RAISE EXCEPTION 'max_rows must be between 1 and 100000, not %', coalesce(max_rows::text, 'NULL')
             USING ERRCODE = 'invalid_parameter_value';
     END IF;
-    -- "pine": the purge's lock class (the others: extension/reconcile_locks.hpp).
-    IF NOT pg_try_advisory_xact_lock(1885957733, 1) THEN
+    -- Class "pinf", the purge's own (the others: extension/reconcile_locks.hpp,
+    -- "pind" run_job's, "pine" the rollups', the checks' and publish's).
+    IF NOT pg_try_advisory_xact_lock(1885957734, 1) THEN
         RETURN jsonb_build_object('skipped', 'busy');
     END IF;
     FOR p IN SELECT pr.name, coalesce(older_than, pr.keep_payload_for, interval '30 days') AS payload_horizon,
