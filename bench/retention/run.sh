@@ -11,7 +11,7 @@
 # dedup key). Then alternates ingest runs of WINDOW seconds (default 15,
 # pgbench, CLIENTS clients, default 4, 20 events per ingest_batch): "alone",
 # and "purging" with CALL inbox.purge_all(max_duration => WINDOW, throttle =>
-# THROTTLE) running beside it, in the order AB BA AB ... until nothing is
+# THROTTLE, default 3 as in the job) running beside it, in the order AB BA AB ... until nothing is
 # left to purge (at most MAX_PAIRS pairs, default 30). The ratio is the
 # ingest of the purging runs over that of the runs alone, counting the pairs
 # whose purge was busy the whole window (its last batch still had more).
@@ -21,7 +21,7 @@ cd "$(dirname "$0")"
 events=${EVENTS:-1000000}
 window=${WINDOW:-15}
 clients=${CLIENTS:-4}
-throttle=${THROTTLE:-1}
+throttle=${THROTTLE:-3}
 max_pairs=${MAX_PAIRS:-30}
 work=$(mktemp -d /tmp/pg_inbox-bench-retention.XXXXXX)
 trap 'rm -rf "$work"' EXIT

@@ -303,11 +303,12 @@ COMMENT ON FUNCTION inbox.purge(interval, int) IS
 
 -- Purges in batches of max_rows, each its own short transaction, until
 -- nothing is left or max_duration has passed; after each batch it pauses
--- `throttle` times as long as the batch took, so ingest keeps the machine.
+-- `throttle` times as long as the batch took, so ingest keeps the machine
+-- (at 1, deleting rows cost ingest a quarter of its rate: bench/retention).
 -- What the scheduled job runs (CALL: it commits, so never inside BEGIN).
 -- No SET clause (a procedure with one cannot commit): its names are qualified.
 CREATE PROCEDURE inbox.purge_all(older_than interval DEFAULT NULL, max_rows int DEFAULT 5000,
-                                 max_duration interval DEFAULT '4 minutes', throttle float8 DEFAULT 1,
+                                 max_duration interval DEFAULT '4 minutes', throttle float8 DEFAULT 3,
                                  INOUT result jsonb DEFAULT NULL)
 LANGUAGE plpgsql AS $$
 DECLARE
