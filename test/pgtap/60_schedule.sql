@@ -1,7 +1,7 @@
 -- Scheduling: pg_cron jobs installed idempotently, each job at most once per
 -- window, and a clear error when pg_cron is missing.
 BEGIN;
-SELECT plan(31);
+SELECT plan(32);
 
 SELECT has_function('inbox', 'schedule', ARRAY['interval', 'interval', 'interval', 'interval', 'interval'], 'inbox.schedule exists');
 SELECT has_function('inbox', 'unschedule', ARRAY[]::text[], 'inbox.unschedule exists');
@@ -18,6 +18,8 @@ SELECT throws_ok($$SELECT inbox.schedule('90 seconds')$$, '22023',
                  'interval 00:01:30 is not a whole number of minutes', 'schedule: 90 seconds');
 SELECT throws_ok($$SELECT inbox.schedule(NULL)$$, '22004', NULL, 'schedule: NULL interval');
 SELECT throws_ok($$SELECT inbox.schedule('often')$$, '22007', NULL, 'schedule: not an interval');
+SELECT throws_ok($$SELECT inbox.schedule(purge_every => '7 minutes')$$, '22023',
+                 'interval 00:07:00 does not divide an hour or a day evenly', 'schedule: purge_every checked too');
 
 -- Installing twice leaves one job per name, with the latest schedule.
 SELECT is(jsonb_array_length(inbox.schedule()), 5, 'schedule installs five jobs');
