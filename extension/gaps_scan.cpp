@@ -129,9 +129,11 @@ FROM inbox.gaps WHERE provider = $1 AND status <> 'resolved'
                              {TEXTOID},
                              nullptr};
 
+// The high mark only rises: inbox.raise_sequence_high may have raised it
+// (from the provider's list API) since this scan read it.
 KeptPlan save_state_plan = {R"SQL(
 UPDATE inbox.gap_sources
-   SET scanned_to = $2, high_number = $3, event_watermark = $4, listed_watermark = $5,
+   SET scanned_to = $2, high_number = greatest(high_number, $3), event_watermark = $4, listed_watermark = $5,
        last_scan_at = now()
  WHERE provider = $1
 )SQL",

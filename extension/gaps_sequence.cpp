@@ -52,6 +52,21 @@ bool parse_pattern(const char *text, size_t len, Pattern *out, const char **why)
   return true;
 }
 
+bool parse_number(const Pattern &pattern, const char *id, size_t len, int64_t *number) noexcept {
+  if (len < pattern.prefix_len || std::memcmp(id, pattern.prefix, pattern.prefix_len) != 0)
+    return false;
+  const size_t digits = len - pattern.prefix_len;
+  if (digits < static_cast<size_t>(pattern.width) || digits > static_cast<size_t>(kMaxWidth))
+    return false;
+  int64_t n = 0;
+  for (size_t i = pattern.prefix_len; i < len; ++i) {
+    if (id[i] < '0' || id[i] > '9') return false;
+    n = n * 10 + (id[i] - '0');
+  }
+  *number = n;
+  return true;
+}
+
 int digit_count(int64_t n) noexcept {
   int digits = 1;
   while (n >= 10) {

@@ -31,6 +31,11 @@ struct Pattern {
 // On failure returns false and points *why at a static reason.
 bool parse_pattern(const char *text, size_t len, Pattern *out, const char **why) noexcept;
 
+// The number of an id of the pattern: the prefix, then at least `width` and
+// at most 18 digits, nothing else (the ids scan_gaps reads as numbers). False
+// for any other id.
+bool parse_number(const Pattern &pattern, const char *id, size_t len, int64_t *number) noexcept;
+
 // Number of decimal digits of n >= 0.
 int digit_count(int64_t n) noexcept;
 

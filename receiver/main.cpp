@@ -157,17 +157,26 @@ int cmd_check_config(const Args& args) {
               << (p.backfill->payload_json_pointer.empty() ? ""
                                                            : ", event at " + p.backfill->payload_json_pointer)
               << "\n";
-    if (p.backfill->list_url.empty()) continue;
     const inbox::BackfillApiConfig& b = *p.backfill;
-    inbox::BackfillUrl list = inbox::parse_api_url(b.list_url, "list_url");
-    std::cout << "  list " << p.name << ": GET " << list.origin << inbox::path_for_humans(list.path_template)
-              << " every " << b.list_interval_s << " s, window " << b.list_window_s << " s ("
-              << b.list_time_format << "), ids at "
-              << (b.list_ids_json_pointer.empty() ? "(the body)" : b.list_ids_json_pointer)
-              << (b.list_id_json_pointer.empty() ? "" : " then " + b.list_id_json_pointer)
-              << (b.list_cursor_json_pointer.empty() ? ", one page" : ", cursor at " + b.list_cursor_json_pointer)
-              << ", at most " << b.list_max_pages << " pages; needs inbox.set_id_source('" << p.name
-              << "', 'listed')\n";
+    // How the pages are read, the same for both list URLs.
+    const std::string pages =
+        "ids at " + (b.list_ids_json_pointer.empty() ? "(the body)" : b.list_ids_json_pointer) +
+        (b.list_id_json_pointer.empty() ? "" : " then " + b.list_id_json_pointer) +
+        (b.list_cursor_json_pointer.empty() ? ", one page" : ", cursor at " + b.list_cursor_json_pointer) +
+        ", at most " + std::to_string(b.list_max_pages) + " pages";
+    if (!b.list_url.empty()) {
+      inbox::BackfillUrl list = inbox::parse_api_url(b.list_url, "list_url");
+      std::cout << "  list " << p.name << ": GET " << list.origin << inbox::path_for_humans(list.path_template)
+                << " every " << b.list_interval_s << " s, window " << b.list_window_s << " s ("
+                << b.list_time_format << "), " << pages << "; needs inbox.set_id_source('" << p.name
+                << "', 'listed')\n";
+    }
+    if (!b.list_after_url.empty()) {
+      inbox::BackfillUrl tail = inbox::parse_api_url(b.list_after_url, "list_after_url");
+      std::cout << "  tail list " << p.name << ": GET " << tail.origin << inbox::path_for_humans(tail.path_template)
+                << " while sequence_tail_silence fires, at most every " << b.list_interval_s << " s, " << pages
+                << "; needs a 'sequence' id source\n";
+    }
   }
   if (config.backfill.enabled) std::cout << "  backfill worker runs inside serve\n";
   for (const auto& r : forward.routes)  // never the URL's query or the secret
@@ -224,8 +233,9 @@ int cmd_sign(const Args& args) {
   return 0;
 }
 
-// The backfill worker: --once lists (providers with a list_url), drains what
-// is due and exits (cron, tests);
+// The backfill worker: --once lists (providers with a list_url, and the tail
+// of those with a list_after_url whose tail check fires), drains what is due
+// and exits (cron, tests);
 // otherwise it polls until SIGTERM or SIGINT. Exit 1 when the database fails
 // during --once (requests stay leased until their lease expires).
 int cmd_backfill(const Args& args) {
@@ -240,7 +250,8 @@ int cmd_backfill(const Args& args) {
                     {inbox::num("fetched", stats.fetched), inbox::num("not_found", stats.not_found),
                      inbox::num("retried", stats.retried), inbox::num("gave_up", stats.gave_up),
                      inbox::num("lost", stats.lost), inbox::num("listed", stats.listed),
-                     inbox::num("list_errors", stats.list_errors), {"error", error}});
+                     inbox::num("list_errors", stats.list_errors), inbox::num("tail_raised", stats.tail_raised),
+                     {"error", error}});
     return ok ? 0 : 1;
   }
   sigset_t stop_signals = block_stop_signals();

@@ -3195,6 +3195,191 @@ SELECT x.provider,
        x.stats_refreshed_at
   FROM facts x;
 
+-- Issue 8: tail listing. A firing sequence_tail_silence makes the backfill
+-- worker list the ids after the highest one received (sql/src/74_tail_listing.sql);
+-- the listing windows share their code (sql/src/62_list_windows.sql), and so do
+-- the id checks of add_listed and raise_sequence_high (sql/src/40_gaps.sql);
+-- scan_gaps never lowers a high mark raised meanwhile (extension/gaps_scan.cpp).
+
+-- The start of the current window of length `every`, aligned to the epoch.
+CREATE FUNCTION inbox._list_window(every interval)
+RETURNS timestamptz LANGUAGE plpgsql STABLE SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    seconds double precision;
+BEGIN
+    IF every IS NULL THEN
+        RAISE EXCEPTION 'every must not be null' USING ERRCODE = 'null_value_not_allowed';
+    END IF;
+    IF every < interval '1 second' OR every > interval '7 days' THEN
+        RAISE EXCEPTION 'every must be between 1 second and 7 days' USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    seconds := extract(epoch FROM every);
+    RETURN to_timestamp(floor(extract(epoch FROM now()) / seconds) * seconds);
+END
+$$;
+
+-- True for the one caller that claims (job, window_start); false for every
+-- other. A claim in a transaction still open makes a concurrent caller wait
+-- for its outcome. Windows of the job over 7 days old are dropped.
+CREATE FUNCTION inbox._claim_list_window(job text, window_start timestamptz)
+RETURNS boolean LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
+BEGIN
+    INSERT INTO inbox.job_windows AS w (job, window_start)
+    VALUES (_claim_list_window.job, _claim_list_window.window_start)
+    ON CONFLICT ON CONSTRAINT job_windows_pkey DO NOTHING;
+    IF NOT FOUND THEN
+        RETURN false;
+    END IF;
+    DELETE FROM inbox.job_windows w
+     WHERE w.job = _claim_list_window.job AND w.window_start < now() - interval '7 days';
+    RETURN true;
+END
+$$;
+
+-- True for the one caller that claims the current window of length `every`
+-- for listing `provider`; false for every other caller in that window.
+CREATE OR REPLACE FUNCTION inbox.claim_list_window(provider text, every interval)
+RETURNS boolean LANGUAGE plpgsql SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp AS $$
+BEGIN
+    PERFORM inbox._require_provider(provider);
+    RETURN inbox._claim_list_window('list:' || provider, inbox._list_window(every));
+END
+$$;
+REVOKE ALL ON FUNCTION inbox._list_window(interval), inbox._claim_list_window(text, timestamptz) FROM PUBLIC;
+
+-- Ids a provider's list API reported, as inbox.add_listed and
+-- inbox.raise_sequence_high take them: at most 10000 per call, each a
+-- non-empty string within the external id limit.
+CREATE FUNCTION inbox._require_listed_ids(external_ids text[])
+RETURNS void LANGUAGE plpgsql STABLE SET search_path = pg_catalog, pg_temp AS $$
+BEGIN
+    IF cardinality(external_ids) > 10000 THEN
+        RAISE EXCEPTION 'at most 10000 ids per call, got %', cardinality(external_ids)
+            USING ERRCODE = 'program_limit_exceeded';
+    END IF;
+    IF EXISTS (SELECT 1 FROM unnest(external_ids) x
+               WHERE x IS NULL OR x = '' OR octet_length(x) > inbox._external_id_limit()) THEN
+        RAISE EXCEPTION 'external_ids must be non-empty strings of at most % bytes',
+            inbox._external_id_limit() USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+END
+$$;
+
+-- Loads ids a provider's list API reported into the staging table of a
+-- `listed` source. Returns how many were new.
+CREATE OR REPLACE FUNCTION inbox.add_listed(provider text, external_ids text[], listed_at timestamptz DEFAULT now())
+RETURNS int LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    added int;
+BEGIN
+    IF provider IS NULL OR external_ids IS NULL OR listed_at IS NULL THEN
+        RAISE EXCEPTION 'provider, external_ids and listed_at must not be null'
+            USING ERRCODE = 'null_value_not_allowed';
+    END IF;
+    IF NOT EXISTS (SELECT 1 FROM inbox.gap_sources s WHERE s.provider = add_listed.provider AND s.kind = 'listed') THEN
+        RAISE EXCEPTION 'provider "%" has no listed id source', provider
+            USING ERRCODE = 'undefined_object',
+                  HINT = 'SELECT inbox.set_id_source(provider, ''listed'');';
+    END IF;
+    PERFORM inbox._require_listed_ids(external_ids);
+    INSERT INTO inbox.listed_ids (provider, external_id, listed_at)
+    SELECT DISTINCT add_listed.provider, x, add_listed.listed_at FROM unnest(external_ids) x
+    ON CONFLICT ON CONSTRAINT listed_ids_provider_external_id_key DO NOTHING;
+    GET DIAGNOSTICS added = ROW_COUNT;
+    RETURN added;
+END
+$$;
+REVOKE ALL ON FUNCTION inbox._require_listed_ids(text[]) FROM PUBLIC;
+
+-- The id of a number ('ord-{n:8}', 42: 'ord-00000042'), and the number of
+-- an id (NULL when it is not of the pattern: another prefix, not digits,
+-- fewer digits than the width, over 18), with the grammar the scans use
+-- (extension/gaps_ids.cpp).
+CREATE FUNCTION inbox._sequence_id(pattern text, number bigint)
+RETURNS text
+AS 'MODULE_PATHNAME', 'inbox_sequence_id'
+LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
+
+CREATE FUNCTION inbox._sequence_number(pattern text, external_id text)
+RETURNS bigint
+AS 'MODULE_PATHNAME', 'inbox_sequence_number'
+LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
+
+-- When the provider's sequence_tail_silence check is firing: one row with the
+-- highest number received and its external id, for the one caller that
+-- claims the provider's tail-listing window of length `every` (job
+-- 'list-tail:<provider>' in inbox.job_windows). No row otherwise: no firing
+-- check, no sequence source or nothing received yet (no window is used up),
+-- or another replica claimed this window.
+CREATE FUNCTION inbox.claim_tail_listing(provider text, every interval)
+RETURNS TABLE (high_number bigint, after_id text)
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp ROWS 1 AS $$
+DECLARE
+    this_window timestamptz;
+    s inbox.gap_sources;
+BEGIN
+    PERFORM inbox._require_provider(provider);
+    this_window := inbox._list_window(every);
+    SELECT * INTO s FROM inbox.gap_sources g
+     WHERE g.provider = claim_tail_listing.provider AND g.kind = 'sequence' AND g.high_number IS NOT NULL
+       AND EXISTS (SELECT 1 FROM inbox.anomalies a
+                    WHERE a.check_name = 'sequence_tail_silence' AND a.provider = claim_tail_listing.provider
+                      AND a.resolved_at IS NULL);
+    IF NOT FOUND OR NOT inbox._claim_list_window('list-tail:' || provider, this_window) THEN
+        RETURN;
+    END IF;
+    high_number := s.high_number;
+    after_id := inbox._sequence_id(s.pattern, s.high_number);
+    RETURN NEXT;
+END
+$$;
+
+-- Raises the high mark of a sequence source to the highest of
+-- `external_ids` (ids the provider's list API reported), never lowers it.
+-- Ids not of the source's pattern (another prefix, not digits, over 18
+-- digits) and numbers over 1,000,000 above the current high mark (a list
+-- API gone wrong must not make the scans record a billion gaps) are ignored
+-- and counted. Returns the high mark after the call and how many ids were
+-- ignored.
+CREATE FUNCTION inbox.raise_sequence_high(provider text, external_ids text[])
+RETURNS TABLE (high_number bigint, ignored int)
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp ROWS 1 AS $$
+DECLARE
+    s inbox.gap_sources;
+    top bigint;
+BEGIN
+    IF provider IS NULL OR external_ids IS NULL THEN
+        RAISE EXCEPTION 'provider and external_ids must not be null' USING ERRCODE = 'null_value_not_allowed';
+    END IF;
+    PERFORM inbox._require_provider(provider);
+    PERFORM inbox._require_listed_ids(external_ids);
+    -- Locked: a concurrent raise waits, and so does a scan saving its progress.
+    SELECT * INTO s FROM inbox.gap_sources g WHERE g.provider = raise_sequence_high.provider FOR UPDATE;
+    IF NOT FOUND OR s.kind <> 'sequence' THEN
+        RAISE EXCEPTION 'provider "%" has no sequence id source', provider
+            USING ERRCODE = 'undefined_object',
+                  HINT = 'SELECT inbox.set_id_source(provider, ''sequence'', ''evt_{n}'');';
+    END IF;
+    SELECT max(n.number) FILTER (WHERE n.number <= s.high_number + 1000000 OR s.high_number IS NULL),
+           count(*) FILTER (WHERE n.number IS NULL OR n.number > s.high_number + 1000000)
+      INTO top, ignored
+      FROM (SELECT inbox._sequence_number(s.pattern, x) AS number FROM unnest(external_ids) x) n;
+    IF top > s.high_number OR (s.high_number IS NULL AND top IS NOT NULL) THEN
+        UPDATE inbox.gap_sources g SET high_number = top WHERE g.provider = s.provider;
+        s.high_number := top;
+    END IF;
+    high_number := s.high_number;
+    RETURN NEXT;
+END
+$$;
+
+REVOKE ALL ON FUNCTION inbox._sequence_id(text, bigint), inbox._sequence_number(text, text),
+    inbox.claim_tail_listing(text, interval),
+    inbox.raise_sequence_high(text, text[]) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION inbox.claim_tail_listing(text, interval), inbox.raise_sequence_high(text, text[])
+  TO inbox_worker;
+
 -- Issue 12: replay, resolve, retention (sql/src/78_lifecycle.sql, repeated here
 -- verbatim), and the purge job (sql/src/60_schedule.sql).
 -- An event's life after its first processing (docs/retention.md):

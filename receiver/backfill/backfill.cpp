@@ -37,6 +37,8 @@ BackfillWorker::BackfillWorker(const Config& config, Metrics* metrics)
     if (!p.backfill) continue;
     fetchers_[p.name] = std::make_unique<BackfillFetcher>(*p.backfill);
     if (!p.backfill->list_url.empty()) listers_[p.name] = std::make_unique<BackfillLister>(p.name, *p.backfill);
+    if (!p.backfill->list_after_url.empty())
+      tail_listers_[p.name] = std::make_unique<TailLister>(p.name, *p.backfill);
   }
   if (fetchers_.empty()) throw ConfigError("no provider has a [provider.backfill] table: nothing to backfill");
 }
@@ -80,6 +82,19 @@ bool BackfillWorker::list_due(BackfillStats& stats, std::string& error, const St
     stats.listed += r.added;
     if (r.outcome == ListResult::list_error || r.outcome == ListResult::db_error) ++stats.list_errors;
     if (metrics_ && r.outcome != ListResult::no_listed_source) metrics_->backfill(provider, outcome_name(r.outcome));
+    if (r.outcome == ListResult::db_error) {
+      error = r.error;
+      ok = false;
+    }
+  }
+  for (auto& [provider, lister] : tail_listers_) {
+    if (stopped()) break;
+    if (!lister->due(std::chrono::steady_clock::now())) continue;
+    ListResult r = lister->list(queue_, stopped);
+    if (r.outcome == ListResult::nothing_to_list) continue;
+    stats.tail_raised += r.added;
+    if (r.outcome == ListResult::list_error || r.outcome == ListResult::db_error) ++stats.list_errors;
+    if (metrics_) metrics_->backfill(provider, tail_outcome_name(r.outcome));
     if (r.outcome == ListResult::db_error) {
       error = r.error;
       ok = false;
@@ -151,6 +166,7 @@ void BackfillWorker::run(StopSignal& stop) {
   log_line("info", "backfill worker started",
            {num("providers", static_cast<long long>(fetchers_.size())),
             num("listing", static_cast<long long>(listers_.size())),
+            num("tail_listing", static_cast<long long>(tail_listers_.size())),
             num("poll_interval_ms", static_cast<long long>(settings_.poll_interval_ms))});
   std::string last_error;
   while (!stop.stopped()) {

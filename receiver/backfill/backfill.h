@@ -1,6 +1,8 @@
 // The backfill worker: lists the ids of `listed` id sources (providers with
-// a list_url), and drains inbox.backfill_requests for every provider with a
-// [provider.backfill] table, one provider API call per request.
+// a list_url) and the missing tail of `sequence` sources (list_after_url,
+// while their sequence_tail_silence check fires), and drains
+// inbox.backfill_requests for every provider with a [provider.backfill]
+// table, one provider API call per request.
 #pragma once
 
 #include <chrono>
@@ -14,6 +16,7 @@
 #include "backfill/backfill_fetch.h"
 #include "backfill/backfill_list.h"
 #include "backfill/backfill_queue.h"
+#include "backfill/backfill_tail.h"
 #include "common/config.h"
 #include "common/metrics.h"
 
@@ -41,9 +44,12 @@ struct BackfillStats {
   long long gave_up = 0;    // backfill_failed: 'gave_up'
   long long lost = 0;       // the lease was no longer ours: nothing changed
   long long handled() const { return fetched + not_found + retried + gave_up + lost; }
-  // Listings (list_url): ids new in inbox.listed_ids, and listings that failed.
+  // Listings (list_url): ids new in inbox.listed_ids, and listings that failed
+  // (tail listings included).
   long long listed = 0;
   long long list_errors = 0;
+  // Tail listings (list_after_url): how far they raised high marks in all.
+  long long tail_raised = 0;
 };
 
 class BackfillWorker {
@@ -56,8 +62,9 @@ class BackfillWorker {
   bool drain(BackfillStats& stats, std::string& error, const StopSignal* stop = nullptr);
 
   // Lists every provider with a list_url whose list_interval_s has passed
-  // (all of them on the first call); false (error set) when the database
-  // failed. A failing page is logged and counted, not an error here.
+  // (all of them on the first call), and the tail of every provider with a
+  // list_after_url whose tail check fires; false (error set) when the
+  // database failed. A failing page is logged and counted, not an error here.
   bool list_due(BackfillStats& stats, std::string& error, const StopSignal* stop = nullptr);
 
   // One round: list_due, then drain (also when listing failed).
@@ -74,6 +81,7 @@ class BackfillWorker {
   BackfillQueue queue_;
   std::map<std::string, std::unique_ptr<BackfillFetcher>> fetchers_;  // by provider name
   std::map<std::string, std::unique_ptr<BackfillLister>> listers_;    // those with a list_url
+  std::map<std::string, std::unique_ptr<TailLister>> tail_listers_;   // those with a list_after_url
   Metrics* metrics_;
 };
 

@@ -39,6 +39,7 @@ const char* outcome_name(ListResult::Outcome o) {
     case ListResult::db_error: return "db_error";
     case ListResult::no_listed_source: return "no_listed_source";
     case ListResult::claimed_elsewhere: return "list_claimed_elsewhere";
+    case ListResult::nothing_to_list: return "nothing_to_list";
   }
   return "?";
 }
@@ -54,11 +55,11 @@ bool usable_id(const std::string& id) {
   return !id.empty() && id.size() <= 255 && id.find('\0') == std::string::npos;
 }
 
+}  // namespace
+
 std::string db_reason(const QueueCall& c) {
   return "database: " + (c.sqlstate.empty() ? c.message : "SQLSTATE " + c.sqlstate);
 }
-
-}  // namespace
 
 bool BackfillLister::load(BackfillQueue& queue, std::vector<std::string>& ids, ListResult& r) {
   QueueCall c = queue.add_listed(provider_, ids);
@@ -72,38 +73,27 @@ bool BackfillLister::load(BackfillQueue& queue, std::vector<std::string>& ids, L
   return true;
 }
 
-ListResult BackfillLister::run(BackfillQueue& queue, std::int64_t now_unix, const std::function<bool()>& stopped) {
-  ListResult r;
-  // A worker login cannot read inbox.gap_sources: an empty add_listed is how
-  // it learns whether the provider's source is `listed`, before any page.
-  QueueCall probe = queue.add_listed(provider_, {});
-  if (!probe.ok) {
-    r.outcome = probe.sqlstate == "42704" ? ListResult::no_listed_source : ListResult::db_error;
-    r.error = probe.sqlstate == "42704" ? "no listed id source: SELECT inbox.set_id_source(provider, 'listed')"
-                                        : db_reason(probe);
-    return r;
-  }
-  const std::string from = format_list_time(now_unix - api_.list_window_s, api_.list_time_format);
-  const std::string to = format_list_time(now_unix, api_.list_time_format);
-  const std::string& ids_at = api_.list_ids_json_pointer;
+void page_ids(ApiClient& client, const BackfillApiConfig& api, const std::function<std::string(const std::string&)>& path_of,
+              const IdSink& load, const std::function<bool()>& stopped, ListResult& r) {
+  const std::string& ids_at = api.list_ids_json_pointer;
   std::vector<std::string> ids, page;
   std::string cursor;
   while (true) {
-    if (r.pages == api_.list_max_pages || stopped()) {
+    if (r.pages == api.list_max_pages || stopped()) {
       r.outcome = ListResult::truncated;
-      r.error = r.pages == api_.list_max_pages ? "stopped after list_max_pages pages" : "worker stopping";
+      r.error = r.pages == api.list_max_pages ? "stopped after list_max_pages pages" : "worker stopping";
       break;
     }
-    const std::string path = list_page_path(url_.path_template, from, to, cursor);
+    const std::string path = path_of(cursor);
     const std::string where = " from GET " + path_for_humans(path) + " (page " + std::to_string(++r.pages) + ")";
-    ApiAnswer a = client_.get(path);
+    ApiAnswer a = client.get(path);
     r.outcome = ListResult::list_error;  // until the page is read
     if (a.status != 200) {
       r.error = (a.status == 0 ? a.error : "HTTP " + std::to_string(a.status)) + where;
       break;
     }
     page.clear();
-    JsonListError e = json_ids_at(a.body, ids_at, api_.list_id_json_pointer, page, r.skipped);
+    JsonListError e = json_ids_at(a.body, ids_at, api.list_id_json_pointer, page, r.skipped);
     if (e != JsonListError::none) {
       const std::string at = ids_at.empty() ? "the top" : ids_at;
       r.error = (e == JsonListError::not_json ? std::string("HTTP 200 with a body that is not JSON")
@@ -120,22 +110,40 @@ ListResult BackfillLister::run(BackfillQueue& queue, std::int64_t now_unix, cons
       }
       ++r.ids;
       ids.push_back(std::move(id));
-      if (ids.size() == kListedChunk && !load(queue, ids, r)) return r;
+      if (ids.size() == kListedChunk && !load(ids, r)) return;
     }
-    if (api_.list_cursor_json_pointer.empty()) break;
+    if (api.list_cursor_json_pointer.empty()) break;
     std::string next;
-    JsonIdError ce = json_id_at(a.body, api_.list_cursor_json_pointer, next);
+    JsonIdError ce = json_id_at(a.body, api.list_cursor_json_pointer, next);
     if (ce == JsonIdError::missing || (ce == JsonIdError::none && next.empty())) break;  // the last page
     if (ce != JsonIdError::none || next == cursor) {
       r.outcome = ListResult::list_error;
-      r.error = "the cursor at " + api_.list_cursor_json_pointer +
+      r.error = "the cursor at " + api.list_cursor_json_pointer +
                 (ce != JsonIdError::none ? " is not a string or integer" : " did not change") + where;
       break;
     }
     cursor = std::move(next);
   }
   // Ids read before an error are real: they are loaded too.
-  if (!ids.empty()) load(queue, ids, r);
+  if (!ids.empty()) load(ids, r);
+}
+
+ListResult BackfillLister::run(BackfillQueue& queue, std::int64_t now_unix, const std::function<bool()>& stopped) {
+  ListResult r;
+  // A worker login cannot read inbox.gap_sources: an empty add_listed is how
+  // it learns whether the provider's source is `listed`, before any page.
+  QueueCall probe = queue.add_listed(provider_, {});
+  if (!probe.ok) {
+    r.outcome = probe.sqlstate == "42704" ? ListResult::no_listed_source : ListResult::db_error;
+    r.error = probe.sqlstate == "42704" ? "no listed id source: SELECT inbox.set_id_source(provider, 'listed')"
+                                        : db_reason(probe);
+    return r;
+  }
+  const std::string from = format_list_time(now_unix - api_.list_window_s, api_.list_time_format);
+  const std::string to = format_list_time(now_unix, api_.list_time_format);
+  page_ids(
+      client_, api_, [&](const std::string& cursor) { return list_page_path(url_.path_template, from, to, cursor); },
+      [&](std::vector<std::string>& ids, ListResult& res) { return load(queue, ids, res); }, stopped, r);
   return r;
 }
 

@@ -29,14 +29,39 @@ std::string list_page_path(const std::string& path_template, const std::string& 
 // What one listing did.
 struct ListResult {
   // claimed_elsewhere: another replica lists this provider in this window.
-  enum Outcome { listed, truncated, list_error, db_error, no_listed_source, claimed_elsewhere } outcome = listed;
+  // nothing_to_list (tail listings): the provider's tail check is not firing,
+  // or another replica lists its tail in this window.
+  enum Outcome {
+    listed,
+    truncated,
+    list_error,
+    db_error,
+    no_listed_source,
+    claimed_elsewhere,
+    nothing_to_list
+  } outcome = listed;
   int pages = 0;
   long long ids = 0;      // ids read from the pages (repeats included)
-  long long added = 0;    // new rows in inbox.listed_ids
-  long long skipped = 0;  // elements without a usable id
+  long long added = 0;    // new rows in inbox.listed_ids; tail listings: how far the high mark rose
+  long long skipped = 0;  // elements without a usable id; tail listings: also ids not of the pattern
   std::string error;      // safe to log: no query, body or secret
 };
 const char* outcome_name(ListResult::Outcome o);
+
+// Loads a chunk of ids (at most kListedChunk) and clears it; false after a
+// database error, which it records in the result.
+using IdSink = std::function<bool(std::vector<std::string>&, ListResult&)>;
+
+// Pages through a list API: GET path_of(cursor), the first page with an
+// empty cursor, each later one with the cursor the page before gave, until
+// the last page, list_max_pages or `stopped`. The usable ids go to `load` in
+// chunks; ids read before a failing page are loaded too. Sets r.outcome
+// (listed, truncated, list_error, or what `load` set) and counts in r.
+void page_ids(ApiClient& client, const BackfillApiConfig& api, const std::function<std::string(const std::string&)>& path_of,
+              const IdSink& load, const std::function<bool()>& stopped, ListResult& r);
+
+// "database: SQLSTATE 42704" (or the client-side message): safe to log.
+std::string db_reason(const QueueCall& c);
 
 class BackfillLister {
  public:

@@ -18,11 +18,23 @@ const PgStatement kFailed = {"inbox_backfill_failed",
 const PgStatement kAddListed = {"inbox_add_listed", "SELECT inbox.add_listed($1::text, $2::text[], now())"};
 const PgStatement kClaimListWindow = {"inbox_claim_list_window",
                                       "SELECT inbox.claim_list_window($1::text, $2::int * interval '1 second')"};
+const PgStatement kClaimTail = {"inbox_claim_tail_listing",
+                                "SELECT after_id, high_number "
+                                "FROM inbox.claim_tail_listing($1::text, $2::int * interval '1 second')"};
+const PgStatement kRaiseHigh = {"inbox_raise_sequence_high",
+                                "SELECT high_number, ignored FROM inbox.raise_sequence_high($1::text, $2::text[])"};
+
+// A text[] literal of external ids.
+std::string ids_literal(const std::vector<std::string>& ids) {
+  return pg_array_literal(ids, [](const std::string& id) -> const std::string& { return id; });
+}
 
 }  // namespace
 
 BackfillQueue::BackfillQueue(DbSettings settings)
-    : settings_(std::move(settings)), session_(settings_, {kClaim, kFetched, kNotFound, kFailed, kAddListed, kClaimListWindow}) {}
+    : settings_(std::move(settings)),
+      session_(settings_,
+               {kClaim, kFetched, kNotFound, kFailed, kAddListed, kClaimListWindow, kClaimTail, kRaiseHigh}) {}
 
 bool BackfillQueue::ensure(std::string& error) { return session_.ensure(error); }
 
@@ -48,14 +60,16 @@ std::optional<std::vector<BackfillClaim>> BackfillQueue::claim(int max_rows, int
   return out;
 }
 
-QueueCall BackfillQueue::call(const char* statement, const std::vector<std::string>& params) {
+QueueCall BackfillQueue::call(const char* statement, const std::vector<std::string>& params, bool may_be_empty) {
   QueueCall out;
   std::vector<const char*> values;
   for (const std::string& p : params) values.push_back(p.empty() ? nullptr : p.c_str());  // "" = NULL
   PgCall r = session_.exec_prepared(statement, values);
-  if (r.ok && r.rows() == 1) {
+  if (r.ok && (r.rows() == 1 || (may_be_empty && r.rows() == 0))) {
     out.ok = true;
-    out.value = r.value(0, 0);
+    if (r.rows() == 0) return out;
+    for (int col = 0; col < PQnfields(r.result.get()); ++col) out.row.push_back(r.value(0, col));
+    out.value = out.row[0];
     return out;
   }
   out.sqlstate = r.sqlstate;
@@ -79,11 +93,19 @@ QueueCall BackfillQueue::failed(const BackfillClaim& c, const std::string& error
 }
 
 QueueCall BackfillQueue::add_listed(const std::string& provider, const std::vector<std::string>& ids) {
-  return call(kAddListed.name, {provider, pg_array_literal(ids, [](const std::string& id) -> const std::string& { return id; })});
+  return call(kAddListed.name, {provider, ids_literal(ids)});
 }
 
 QueueCall BackfillQueue::claim_list_window(const std::string& provider, int every_s) {
   return call(kClaimListWindow.name, {provider, std::to_string(every_s)});
+}
+
+QueueCall BackfillQueue::claim_tail_listing(const std::string& provider, int every_s) {
+  return call(kClaimTail.name, {provider, std::to_string(every_s)}, true);
+}
+
+QueueCall BackfillQueue::raise_sequence_high(const std::string& provider, const std::vector<std::string>& ids) {
+  return call(kRaiseHigh.name, {provider, ids_literal(ids)});
 }
 
 }  // namespace inbox

@@ -1,6 +1,7 @@
 // The database side of the backfill worker: the four functions of the
-// worker contract (docs/reconciliation.md) and inbox.add_listed, over one
-// libpq connection. The login needs only the role inbox_worker.
+// worker contract (docs/reconciliation.md) and those of listing (add_listed,
+// the listing windows, the tail of sequence sources), over one libpq
+// connection. The login needs only the role inbox_worker.
 #pragma once
 
 #include <chrono>
@@ -26,6 +27,7 @@ struct BackfillClaim {
 struct QueueCall {
   bool ok = false;
   std::string value;     // 'inserted' | 'updated' | 'duplicate' | 'lost' | 't' | 'f' | 'retry' | 'gave_up'
+  std::vector<std::string> row;  // every column of the one row (value is the first); empty: no row
   std::string sqlstate;  // empty when the failure was client-side (connection)
   std::string message;
 };
@@ -52,9 +54,17 @@ class BackfillQueue {
   // inbox.claim_list_window(provider, every): value 't' for the one replica
   // that may list this provider in the current window, 'f' for the others.
   QueueCall claim_list_window(const std::string& provider, int every_s);
+  // inbox.claim_tail_listing(provider, every): row {after_id, high_number}
+  // when this replica lists the provider's tail now; no row (ok, empty
+  // value) when there is nothing to list or another replica lists it.
+  QueueCall claim_tail_listing(const std::string& provider, int every_s);
+  // inbox.raise_sequence_high(provider, ids): row {high_number, ignored}.
+  // At most 10000 ids.
+  QueueCall raise_sequence_high(const std::string& provider, const std::vector<std::string>& ids);
 
  private:
-  QueueCall call(const char* statement, const std::vector<std::string>& params);
+  // One row expected; with may_be_empty, none is fine too.
+  QueueCall call(const char* statement, const std::vector<std::string>& params, bool may_be_empty = false);
 
   DbSettings settings_;
   PgSession session_;

@@ -94,23 +94,62 @@ void check_pointer(const std::string& value, const char* key, const std::string&
     throw ConfigError(where + ": \"" + key + "\" is a JSON pointer such as \"" + example + "\"");
 }
 
-// The list_* keys of [provider.backfill]: the "list events" API. Messages
-// never quote the URL (its query may hold an API key).
-void read_list_api(const toml::table& t, const std::string& where, BackfillApiConfig& b) {
-  b.list_url = get_string(t, "list_url", where);
-  if (b.list_url.empty()) {
-    for (const char* key : {"list_time_format", "list_ids_json_pointer", "list_id_json_pointer",
-                            "list_cursor_json_pointer", "list_window_s", "list_interval_s", "list_max_pages"})
-      if (t.get(key)) throw ConfigError(where + ": \"" + key + "\" needs \"list_url\"");
-    return;
-  }
-  BackfillUrl u;
+// The {cursor} of a list URL template: in the query (the first page is asked
+// without its parameter), and exactly when the cursor pointer is set.
+void check_cursor(const std::string& path, const char* key, const std::string& pointer, const std::string& where) {
+  const size_t cursor = path.find("{cursor}");
+  if (cursor != std::string::npos && pointer.empty())
+    throw ConfigError(where + ": \"" + key + "\" has {cursor} but \"list_cursor_json_pointer\" is not set");
+  if (cursor == std::string::npos && !pointer.empty())
+    throw ConfigError(where + ": \"list_cursor_json_pointer\" is set but \"" + key + "\" has no {cursor}");
+  if (cursor != std::string::npos && (path.find('?') == std::string::npos || cursor < path.find('?')))
+    throw ConfigError(where + ": {cursor} must be in the query of \"" + key + "\" (e.g. &cursor={cursor})");
+}
+
+// A list URL template's path and query; errors never quote the URL.
+std::string list_path(const std::string& url, const char* key, const std::string& where) {
   try {
-    u = parse_api_url(b.list_url, "list_url");
+    return parse_api_url(url, key).path_template;
   } catch (const ConfigError& e) {
     throw ConfigError(where + ": " + e.what());
   }
-  const std::string& path = u.path_template;
+}
+
+// The list_* keys of [provider.backfill]: the "list events" API, asked for
+// a time window (list_url, `listed` sources) or for the ids after the highest
+// received (list_after_url, the tail of `sequence` sources). Messages never
+// quote a URL (its query may hold an API key).
+void read_list_api(const toml::table& t, const std::string& where, BackfillApiConfig& b) {
+  b.list_url = get_string(t, "list_url", where);
+  b.list_after_url = get_string(t, "list_after_url", where);
+  if (b.list_url.empty())
+    for (const char* key : {"list_time_format", "list_window_s"})
+      if (t.get(key)) throw ConfigError(where + ": \"" + key + "\" needs \"list_url\"");
+  if (b.list_url.empty() && b.list_after_url.empty()) {
+    for (const char* key : {"list_ids_json_pointer", "list_id_json_pointer", "list_cursor_json_pointer",
+                            "list_interval_s", "list_max_pages"})
+      if (t.get(key)) throw ConfigError(where + ": \"" + key + "\" needs \"list_url\" or \"list_after_url\"");
+    return;
+  }
+  b.list_ids_json_pointer = get_string(t, "list_ids_json_pointer", where);
+  check_pointer(b.list_ids_json_pointer, "list_ids_json_pointer", where, "/data");
+  b.list_id_json_pointer = get_string(t, "list_id_json_pointer", where);
+  check_pointer(b.list_id_json_pointer, "list_id_json_pointer", where, "/id");
+  b.list_cursor_json_pointer = get_string(t, "list_cursor_json_pointer", where);
+  check_pointer(b.list_cursor_json_pointer, "list_cursor_json_pointer", where, "/next_cursor");
+  b.list_interval_s = get_int(t, "list_interval_s", where, b.list_interval_s, 10, 86400);
+  b.list_max_pages = get_int(t, "list_max_pages", where, b.list_max_pages, 1, 10000);
+  if (!b.list_after_url.empty()) {
+    const std::string path = list_path(b.list_after_url, "list_after_url", where);
+    if (path.find("{after}") == std::string::npos && path.find("{after_number}") == std::string::npos)
+      throw ConfigError(where + ": \"list_after_url\" must contain {after} or {after_number} (the highest id received)");
+    for (const char* p : {"{id}", "{from}", "{to}"})
+      if (path.find(p) != std::string::npos)
+        throw ConfigError(where + ": \"list_after_url\" may not contain " + p + " (it lists the ids after {after})");
+    check_cursor(path, "list_after_url", b.list_cursor_json_pointer, where);
+  }
+  if (b.list_url.empty()) return;
+  const std::string path = list_path(b.list_url, "list_url", where);
   if (path.find("{from}") == std::string::npos || path.find("{to}") == std::string::npos)
     throw ConfigError(where + ": \"list_url\" must contain {from} and {to} (the time window)");
   if (path.find("{id}") != std::string::npos)
@@ -118,26 +157,11 @@ void read_list_api(const toml::table& t, const std::string& where, BackfillApiCo
   b.list_time_format = get_string(t, "list_time_format", where, b.list_time_format);
   if (b.list_time_format != "unix" && b.list_time_format != "rfc3339")
     throw ConfigError(where + ": \"list_time_format\" must be unix or rfc3339");
-  b.list_ids_json_pointer = get_string(t, "list_ids_json_pointer", where);
-  check_pointer(b.list_ids_json_pointer, "list_ids_json_pointer", where, "/data");
-  b.list_id_json_pointer = get_string(t, "list_id_json_pointer", where);
-  check_pointer(b.list_id_json_pointer, "list_id_json_pointer", where, "/id");
-  b.list_cursor_json_pointer = get_string(t, "list_cursor_json_pointer", where);
-  check_pointer(b.list_cursor_json_pointer, "list_cursor_json_pointer", where, "/next_cursor");
-  const size_t cursor = path.find("{cursor}");
-  if (cursor != std::string::npos && b.list_cursor_json_pointer.empty())
-    throw ConfigError(where + ": \"list_url\" has {cursor} but \"list_cursor_json_pointer\" is not set");
-  if (cursor == std::string::npos && !b.list_cursor_json_pointer.empty())
-    throw ConfigError(where + ": \"list_cursor_json_pointer\" is set but \"list_url\" has no {cursor}");
-  // The first page has no cursor: its query parameter is left out, so it must be one.
-  if (cursor != std::string::npos && (path.find('?') == std::string::npos || cursor < path.find('?')))
-    throw ConfigError(where + ": {cursor} must be in the query of \"list_url\" (e.g. &cursor={cursor})");
+  check_cursor(path, "list_url", b.list_cursor_json_pointer, where);
   b.list_window_s = get_int(t, "list_window_s", where, b.list_window_s, 60, 31 * 86400);
-  b.list_interval_s = get_int(t, "list_interval_s", where, b.list_interval_s, 10, 86400);
   if (b.list_interval_s > b.list_window_s)
     throw ConfigError(where + ": \"list_interval_s\" must not exceed \"list_window_s\", or events sent "
                               "between two listings are never listed");
-  b.list_max_pages = get_int(t, "list_max_pages", where, b.list_max_pages, 1, 10000);
 }
 
 // [provider.backfill]: url (with {id}), optional auth header, timeout, payload pointer.
@@ -147,7 +171,8 @@ BackfillApiConfig read_backfill_api(const toml::table& t, const std::string& pro
   reject_unknown_keys(t,
                       {"url", "auth_header", "auth_value", "timeout_ms", "payload_json_pointer", "list_url",
                        "list_time_format", "list_ids_json_pointer", "list_id_json_pointer",
-                       "list_cursor_json_pointer", "list_window_s", "list_interval_s", "list_max_pages"},
+                       "list_cursor_json_pointer", "list_window_s", "list_interval_s", "list_max_pages",
+                       "list_after_url"},
                       where);
   BackfillApiConfig b;
   b.url = get_string(t, "url", where);

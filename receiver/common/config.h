@@ -31,6 +31,12 @@ struct BackfillApiConfig {
   int list_window_s = 3600;              // each listing covers [now - list_window_s, now]
   int list_interval_s = 300;             // how often to list
   int list_max_pages = 100;              // pages per listing at most
+  // The same API asked for the ids after the highest one received, for the
+  // tail of a `sequence` source while its sequence_tail_silence check fires;
+  // empty: no tail listing. {after} (the id) or {after_number}; optional
+  // {cursor}. Shares the list_*_json_pointer keys, list_interval_s and
+  // list_max_pages with list_url.
+  std::string list_after_url;
 };
 
 struct ProviderConfig {

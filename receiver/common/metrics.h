@@ -36,7 +36,8 @@ class Metrics {
   // NUL bytes found in header values (stored as the text \u0000).
   void header_nul_bytes(std::size_t n) { header_nul_bytes_ += n; }
   // outcome: fetched, not_found, retry, gave_up, lost, db_error (the backfill worker in serve);
-  // and per listing: listed, list_truncated, list_error.
+  // and per listing: listed, list_truncated, list_error; per tail listing: tail_listed,
+  // tail_list_truncated, tail_list_error.
   void backfill(const std::string& provider, const std::string& outcome);
   std::string render() const;
   // {answers, of which 5xx} since start (the alert sender's 5xx rate).

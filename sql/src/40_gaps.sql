@@ -24,7 +24,8 @@ CREATE TABLE inbox.gap_sources (
     start_at         bigint CHECK (start_at >= 0),
     grace            interval NOT NULL DEFAULT '1 hour' CHECK (grace >= interval '0'),
     scanned_to       bigint,            -- sequence: last number scanned
-    high_number      bigint,            -- sequence: highest number seen in inbox.events
+    high_number      bigint,            -- sequence: highest number seen in inbox.events, or listed
+                                        -- by the provider after it (inbox.raise_sequence_high)
     event_watermark  bigint NOT NULL DEFAULT 0,  -- sequence: inbox.events.id read up to
     listed_watermark bigint NOT NULL DEFAULT 0,  -- listed: inbox.listed_ids.id read up to
     last_scan_at     timestamptz
@@ -158,6 +159,24 @@ BEGIN
 END
 $$;
 
+-- Ids a provider's list API reported, as inbox.add_listed and
+-- inbox.raise_sequence_high take them: at most 10000 per call, each a
+-- non-empty string within the external id limit.
+CREATE FUNCTION inbox._require_listed_ids(external_ids text[])
+RETURNS void LANGUAGE plpgsql STABLE SET search_path = pg_catalog, pg_temp AS $$
+BEGIN
+    IF cardinality(external_ids) > 10000 THEN
+        RAISE EXCEPTION 'at most 10000 ids per call, got %', cardinality(external_ids)
+            USING ERRCODE = 'program_limit_exceeded';
+    END IF;
+    IF EXISTS (SELECT 1 FROM unnest(external_ids) x
+               WHERE x IS NULL OR x = '' OR octet_length(x) > inbox._external_id_limit()) THEN
+        RAISE EXCEPTION 'external_ids must be non-empty strings of at most % bytes',
+            inbox._external_id_limit() USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+END
+$$;
+
 -- Loads ids a provider's list API reported into the staging table of a
 -- `listed` source. Returns how many were new.
 CREATE FUNCTION inbox.add_listed(provider text, external_ids text[], listed_at timestamptz DEFAULT now())
@@ -174,15 +193,7 @@ BEGIN
             USING ERRCODE = 'undefined_object',
                   HINT = 'SELECT inbox.set_id_source(provider, ''listed'');';
     END IF;
-    IF cardinality(external_ids) > 10000 THEN
-        RAISE EXCEPTION 'at most 10000 ids per call, got %', cardinality(external_ids)
-            USING ERRCODE = 'program_limit_exceeded';
-    END IF;
-    IF EXISTS (SELECT 1 FROM unnest(external_ids) x
-               WHERE x IS NULL OR x = '' OR octet_length(x) > inbox._external_id_limit()) THEN
-        RAISE EXCEPTION 'external_ids must be non-empty strings of at most % bytes',
-            inbox._external_id_limit() USING ERRCODE = 'invalid_parameter_value';
-    END IF;
+    PERFORM inbox._require_listed_ids(external_ids);
     INSERT INTO inbox.listed_ids (provider, external_id, listed_at)
     SELECT DISTINCT add_listed.provider, x, add_listed.listed_at FROM unnest(external_ids) x
     ON CONFLICT ON CONSTRAINT listed_ids_provider_external_id_key DO NOTHING;
