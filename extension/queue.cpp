@@ -101,7 +101,11 @@ RETURNING 1
                           nullptr};
 
 // Exponential backoff with equal jitter, capped; an explicit retry_after wins.
-KeptPlan fail_plan = {R"SQL(
+// {attempts} is the count max_attempts is compared with: the attempts since
+// the latest replay (0.2.0), or all of them on a 0.1.0 schema, which has no
+// attempts_at_replay until ALTER EXTENSION UPDATE.
+std::string fail_sql(const std::string &attempts) {
+  std::string sql = R"SQL(
 WITH policy AS (
     SELECT coalesce(p.max_attempts, $5) AS max_attempts,
            coalesce(p.backoff_base, $6) AS backoff_base,
@@ -110,21 +114,34 @@ WITH policy AS (
     WHERE ev.id = $1
 )
 UPDATE inbox.events e
-   SET status = CASE WHEN e.attempts >= policy.max_attempts THEN 'dead' ELSE 'pending' END,
-       processed_at = CASE WHEN e.attempts >= policy.max_attempts THEN now() END,
+   SET status = CASE WHEN {attempts} >= policy.max_attempts THEN 'dead' ELSE 'pending' END,
+       processed_at = CASE WHEN {attempts} >= policy.max_attempts THEN now() END,
        next_attempt_at = now() + coalesce($4,
            least(policy.backoff_max,
-                 policy.backoff_base * power(2, least(e.attempts - 1, 40)))
+                 policy.backoff_base * power(2, least({attempts} - 1, 40)))
            * (0.5 + random() / 2)),
        lease_expires_at = NULL,
        last_error = left($3, 4096)
   FROM policy
  WHERE e.id = $1 AND e.lease_token = $2 AND e.status = 'processing'
 RETURNING e.status = 'dead'
-)SQL",
+)SQL";
+  for (size_t at; (at = sql.find("{attempts}")) != std::string::npos;)
+    sql.replace(at, 10, attempts);
+  return sql;
+}
+const std::string kFailSql = fail_sql("(e.attempts - e.attempts_at_replay)");
+const std::string kFailSqlBeforeReplay = fail_sql("e.attempts");
+
+KeptPlan fail_plan = {kFailSql.c_str(),
                       7,
                       {INT8OID, UUIDOID, TEXTOID, INTERVALOID, INT4OID, INTERVALOID, INTERVALOID},
                       nullptr};
+KeptPlan fail_plan_before_replay = {
+    kFailSqlBeforeReplay.c_str(),
+    7,
+    {INT8OID, UUIDOID, TEXTOID, INTERVALOID, INT4OID, INTERVALOID, INTERVALOID},
+    nullptr};
 
 // Why complete/fail changed nothing: which tokens this event ever had.
 KeptPlan lease_state_plan = {R"SQL(
@@ -372,7 +389,8 @@ INBOX_SQL_FUNCTION(inbox_fail) {
                      interval_from_usecs(static_cast<int64>(guc_backoff_base_ms) * 1000),
                      interval_from_usecs(static_cast<int64>(guc_backoff_max_s) * USECS_PER_SEC)};
     char nulls[7] = {' ', ' ', ' ', PG_ARGISNULL(3) ? 'n' : ' ', ' ', ' ', ' '};
-    execute_kept(fail_plan, args, nulls, false, 0);
+    execute_kept(events_has_column("attempts_at_replay") ? fail_plan : fail_plan_before_replay,
+                 args, nulls, false, 0);
     Outcome o{SPI_processed == 1, false, LeaseState::kLost};
     if (o.updated)
       o.dead = result_bool(0, 1);

@@ -131,9 +131,11 @@ ORDER BY p.name
 // The verify call is part of the statement, so a simple SQL function is
 // inlined into it instead of being called through fmgr row by row. The name
 // comes from regproc output: quoted and schema-qualified, safe to splice.
+// The second %s skips purged events (payload gone: nothing to reopen) where
+// the schema has purged_at (0.2.0).
 constexpr const char *kVerifyBatchSql =
-    "SELECT e.id, %s(e) FROM inbox.events e "
-    "WHERE e.provider = $1 AND e.status = 'done' AND e.id > $2 ORDER BY e.id LIMIT $3";
+    "SELECT e.id, %s(e) FROM inbox.events e WHERE e.provider = $1 AND e.status = 'done'%s "
+    "AND e.id > $2 ORDER BY e.id LIMIT $3";
 
 KeptPlan save_cursor_plan = {R"SQL(
 INSERT INTO inbox.reconcile_state (provider, verify_cursor) VALUES ($1, $2)
@@ -245,8 +247,10 @@ void verify_provider(Datum provider, const char *function, int64 cursor, int64 r
                      Counts *counts) {
   Datum args[3] = {provider, Int64GetDatum(cursor), Int64GetDatum(kVerifyRows)};
   Oid types[3] = {TEXTOID, INT8OID, INT8OID};
-  int rc =
-      SPI_execute_with_args(psprintf(kVerifyBatchSql, function), 3, types, args, nullptr, false, 0);
+  int rc = SPI_execute_with_args(
+      psprintf(kVerifyBatchSql, function,
+               events_has_column("purged_at") ? " AND e.purged_at IS NULL" : ""),
+      3, types, args, nullptr, false, 0);
   if (rc != SPI_OK_SELECT)
     elog(ERROR, "pg_inbox: verify batch failed: %s", SPI_result_code_string(rc));
   uint64 processed = SPI_processed;

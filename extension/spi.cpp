@@ -22,6 +22,12 @@ int execute_kept(KeptPlan &plan, Datum *values, const char *nulls, bool read_onl
   return rc;
 }
 
+bool events_has_column(const char *column) {
+  Oid schema = get_namespace_oid("inbox", true);
+  Oid events = OidIsValid(schema) ? get_relname_relid("events", schema) : InvalidOid;
+  return OidIsValid(events) && get_attnum(events, column) != InvalidAttrNumber;
+}
+
 namespace {
 
 // The column as SPI holds it, in SPI's memory.

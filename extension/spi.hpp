@@ -61,6 +61,12 @@ char *result_text(uint64 row, int column);  // nullptr for NULL
 // spi_call.
 [[noreturn]] void raise_unknown_provider(Datum name);
 
+// Whether inbox.events has the column. The library of a release is loaded
+// before ALTER EXTENSION UPDATE adds its columns, and must keep serving the
+// older schema until then. A syscache lookup: cheap enough per call, and
+// never stale. Call inside pg_call (or spi_call).
+bool events_has_column(const char *column);
+
 // The jsonb of a JSON text (from JsonObject), palloc'd. Calls pg_call itself.
 Datum jsonb_from_text(const std::string &json);
 

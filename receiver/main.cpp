@@ -185,9 +185,19 @@ int cmd_check_config(const Args& args) {
               << " to " << r.url.substr(0, r.url.find('?')) << ", " << r.concurrency << " at once"
               << (r.ordered ? ", ordered by key" : "") << "\n";
   if (forward.enabled) std::cout << "  forwarder runs inside serve\n";
+  // Money defaults: an expired lease on a payment may mean the charge ran.
   std::cout << "Each provider must also be registered in the database, once:\n";
-  for (const auto& p : config.providers)
-    std::cout << "  SELECT inbox.register_provider('" << p.name << "');\n";
+  bool payments = false;
+  for (const auto& p : config.providers) {
+    const bool payment = p.scheme == "stripe";
+    payments = payments || payment;
+    std::cout << "  SELECT inbox.register_provider('" << p.name << "'"
+              << (payment ? ", on_lease_expiry => 'hold'" : "") << ");\n";
+  }
+  if (payments)
+    std::cout << "on_lease_expiry => 'hold' for payment providers (stripe): when a worker's lease expires\n"
+                 "on a payment event the charge may already have run, so the event is held for a person\n"
+                 "(inbox.resolve) instead of being handed to a second worker that would run it again.\n";
   return 0;
 }
 

@@ -46,7 +46,7 @@ namespace {
 // Outbox routes use the outbox functions, provider routes the event queue's.
 const std::vector<PgStatement> kStatements = {
     {"claim_outbox",
-     "SELECT id, key, payload::text, headers::text, attempt, lease_token, topic FROM inbox.claim_outbox("
+     "SELECT id, key, payload::text, headers::text, attempt, lease_token, topic, false FROM inbox.claim_outbox("
      "$1::text[], $2::int, $3::int * interval '1 second', $4::boolean, $5::text, $6::text)"},
     // The 2xx answers of one claim complete in one statement: one commit.
     {"complete_outbox",
@@ -56,8 +56,9 @@ const std::vector<PgStatement> kStatements = {
      "SELECT inbox.fail_outbox($1::bigint, $2::uuid, $3::text, $4::int * interval '1 second', $5::int, "
      "$6::int * interval '1 millisecond', $7::int * interval '1 second', $8::int)"},
     {"reject_outbox", "SELECT inbox.reject_outbox($1::bigint, $2::uuid, $3::text, $4::int)"},
+    // is_replay: the event was processed before and runs again on purpose (inbox.replay).
     {"claim_events",
-     "SELECT id, external_id, payload::text, NULL::text, attempts, lease_token, provider FROM inbox.claim("
+     "SELECT id, external_id, payload::text, NULL::text, attempts, lease_token, provider, is_replay FROM inbox.claim("
      "$1::int, $2::int * interval '1 second', $3::text)"},
     {"complete_event",
      "SELECT inbox.complete(t.id, t.token) FROM unnest($1::bigint[], $2::uuid[]) WITH ORDINALITY AS t(id, token, n) "
@@ -67,6 +68,7 @@ const std::vector<PgStatement> kStatements = {
 
 struct Claimed {
   std::string id, key, payload, headers, attempt, token, topic;
+  bool replay;  // x-inbox-replay: an event replayed by inbox.replay (never an outbox message)
 };
 
 // What the consumer's answer means for the message.
@@ -189,7 +191,7 @@ void Forwarder::run_route(size_t route_index, bool once) {
     for (int r = 0; r < claim.rows(); ++r)
       batch.push_back({claim.value(r, 0), claim.value(r, 1), claim.value(r, 2),
                        claim.is_null(r, 3) ? "" : claim.value(r, 3), claim.value(r, 4), claim.value(r, 5),
-                       claim.value(r, 6)});
+                       claim.value(r, 6), std::string(claim.value(r, 7)) == "t"});
 
     std::vector<const Claimed*> delivered;
     std::vector<int> delivered_status;
@@ -206,7 +208,7 @@ void Forwarder::run_route(size_t route_index, bool once) {
         headers.emplace("webhook-timestamp", std::to_string(now));
         headers.emplace("webhook-signature", signer.sign(webhook_id, now, m.payload));
         headers.emplace("webhook-attempt", m.attempt);
-        headers.emplace("x-inbox-replay", "false");
+        headers.emplace("x-inbox-replay", m.replay ? "true" : "false");
         headers.emplace(outbox ? "x-inbox-topic" : "x-inbox-provider", m.topic);
         auto res = client.Post(endpoint.path, headers, m.payload, "application/json");
         if (!res) {

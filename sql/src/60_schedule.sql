@@ -40,9 +40,9 @@ DECLARE
     this_window timestamptz;
     outcome jsonb;
 BEGIN
-    IF job IS NULL OR job NOT IN ('reconcile', 'scan_gaps', 'refresh', 'checks', 'seal_log') THEN
+    IF job IS NULL OR job NOT IN ('reconcile', 'scan_gaps', 'refresh', 'checks', 'seal_log', 'purge') THEN
         RAISE EXCEPTION 'unknown job %', coalesce(quote_literal(job), 'NULL')
-            USING ERRCODE = 'invalid_parameter_value', HINT = 'Jobs: reconcile, scan_gaps, refresh, checks, seal_log.';
+            USING ERRCODE = 'invalid_parameter_value', HINT = 'Jobs: reconcile, scan_gaps, refresh, checks, seal_log, purge.';
     END IF;
     IF every IS NULL OR every < interval '1 second' OR every > interval '7 days' THEN
         RAISE EXCEPTION 'every must be between 1 second and 7 days'
@@ -68,6 +68,8 @@ BEGIN
         outcome := inbox.run_checks();
     ELSIF job = 'seal_log' THEN
         outcome := jsonb_build_object('seal', inbox.seal_log());
+    ELSIF job = 'purge' THEN
+        outcome := inbox.purge();  -- one batch; pg_cron's job CALLs inbox.purge_all()
     ELSE
         outcome := jsonb_build_object('providers', inbox.scan_all_gaps());
     END IF;
@@ -136,6 +138,16 @@ BEGIN
 END
 $$;
 
+-- The command of a scheduled job. purge drains its backlog in short
+-- transactions (CALL inbox.purge_all, which commits), for at most 4/5 of its
+-- interval; it needs no window claim: its batches take a lock of their own.
+CREATE FUNCTION inbox._job_command(job text, every interval)
+RETURNS text LANGUAGE sql IMMUTABLE SET search_path = pg_catalog, pg_temp AS $$
+    SELECT CASE WHEN job = 'purge'
+                THEN format('CALL inbox.purge_all(max_duration => %L)', every * 0.8)
+                ELSE format('SELECT inbox.run_job(%L, %L)', job, every) END
+$$;
+
 -- Installs (or updates) the pg_cron jobs; re-running it changes nothing
 -- but the schedules passed. Returns the jobs as installed.
 CREATE FUNCTION inbox.schedule(
@@ -143,7 +155,8 @@ CREATE FUNCTION inbox.schedule(
     scan_gaps_every interval DEFAULT '5 minutes',
     refresh_every interval DEFAULT '1 minute',
     checks_every interval DEFAULT '1 minute',
-    seal_log_every interval DEFAULT '5 minutes')
+    seal_log_every interval DEFAULT '5 minutes',
+    purge_every interval DEFAULT '5 minutes')
 RETURNS jsonb LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
     missing text := inbox._cron_missing();
@@ -154,18 +167,18 @@ BEGIN
         RAISE EXCEPTION 'inbox.schedule() needs pg_cron: %', missing
             USING ERRCODE = 'object_not_in_prerequisite_state',
                   HINT = 'Without pg_cron, call SELECT inbox.run_job(''reconcile'', ''1 minute''), '
-                         'inbox.run_job(''scan_gaps'', ''5 minutes''), inbox.run_job(''refresh'', ''1 minute'') '
-                         'inbox.run_job(''checks'', ''1 minute'') and inbox.run_job(''seal_log'', ''5 minutes'') '
-                         'from any scheduler.';
+                         'inbox.run_job(''scan_gaps'', ''5 minutes''), inbox.run_job(''refresh'', ''1 minute''), '
+                         'inbox.run_job(''checks'', ''1 minute''), inbox.run_job(''seal_log'', ''5 minutes'') '
+                         'and CALL inbox.purge_all() from any scheduler.';
     END IF;
     FOR spec IN
         SELECT * FROM (VALUES ('reconcile', reconcile_every), ('scan_gaps', scan_gaps_every),
                               ('refresh', refresh_every), ('checks', checks_every),
-                              ('seal_log', seal_log_every)) v(job, every)
+                              ('seal_log', seal_log_every), ('purge', purge_every)) v(job, every)
     LOOP
         EXECUTE 'SELECT cron.schedule($1, $2, $3)'
           USING 'pg_inbox:' || spec.job, inbox._cron_expression(spec.every),
-                format('SELECT inbox.run_job(%L, %L)', spec.job, spec.every);
+                inbox._job_command(spec.job, spec.every);
         jobs := jobs || jsonb_build_object('job', 'pg_inbox:' || spec.job,
                                            'schedule', inbox._cron_expression(spec.every),
                                            'every', spec.every);

@@ -8,7 +8,8 @@ SELECT has_table('inbox', 'providers', 'providers table');
 SELECT columns_are('inbox', 'events', ARRAY[
   'id', 'attempts', 'delivery_count', 'received_at', 'first_received_at', 'next_attempt_at',
   'lease_expires_at', 'processed_at', 'lease_token', 'status', 'provider', 'external_id',
-  'source', 'last_error', 'headers', 'payload', 'entity_key', 'version', 'held_reason']);
+  'source', 'last_error', 'headers', 'payload', 'entity_key', 'version', 'held_reason',
+  'is_replay', 'attempts_at_replay', 'purged_at']);
 SELECT col_is_pk('inbox', 'events', 'id', 'id is the primary key');
 SELECT col_is_unique('inbox', 'events', ARRAY['provider', 'external_id'],
   '(provider, external_id) is the identity of an event');
@@ -17,7 +18,8 @@ SELECT col_type_is('inbox', 'events', 'lease_token', 'uuid', 'lease_token is uui
 
 -- Three indexes only: every index costs every non-HOT update.
 SELECT indexes_are('inbox', 'events',
-  ARRAY['events_pkey', 'events_provider_external_id_key', 'events_open_idx']);
+  ARRAY['events_pkey', 'events_provider_external_id_key', 'events_open_idx',
+        'events_processed_idx', 'events_payload_kept_idx']);
 SELECT is((SELECT pg_get_expr(indpred, indrelid) FROM pg_index
             WHERE indexrelid = 'inbox.events_open_idx'::regclass),
           '(processed_at IS NULL)', 'claim index is partial on open events');

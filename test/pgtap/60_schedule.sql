@@ -1,9 +1,9 @@
 -- Scheduling: pg_cron jobs installed idempotently, each job at most once per
 -- window, and a clear error when pg_cron is missing.
 BEGIN;
-SELECT plan(31);
+SELECT plan(34);
 
-SELECT has_function('inbox', 'schedule', ARRAY['interval', 'interval', 'interval', 'interval', 'interval'], 'inbox.schedule exists');
+SELECT has_function('inbox', 'schedule', ARRAY['interval', 'interval', 'interval', 'interval', 'interval', 'interval'], 'inbox.schedule exists');
 SELECT has_function('inbox', 'unschedule', ARRAY[]::text[], 'inbox.unschedule exists');
 SELECT has_function('inbox', 'run_job', ARRAY['text', 'interval'], 'inbox.run_job exists');
 
@@ -18,16 +18,22 @@ SELECT throws_ok($$SELECT inbox.schedule('90 seconds')$$, '22023',
                  'interval 00:01:30 is not a whole number of minutes', 'schedule: 90 seconds');
 SELECT throws_ok($$SELECT inbox.schedule(NULL)$$, '22004', NULL, 'schedule: NULL interval');
 SELECT throws_ok($$SELECT inbox.schedule('often')$$, '22007', NULL, 'schedule: not an interval');
+SELECT throws_ok($$SELECT inbox.schedule(purge_every => '7 minutes')$$, '22023',
+                 'interval 00:07:00 does not divide an hour or a day evenly', 'schedule: purge_every checked too');
 
 -- Installing twice leaves one job per name, with the latest schedule.
-SELECT is(jsonb_array_length(inbox.schedule()), 5, 'schedule installs five jobs');
+SELECT is(jsonb_array_length(inbox.schedule()), 6, 'schedule installs six jobs');
 SELECT lives_ok($$SELECT inbox.schedule('2 minutes', '10 minutes')$$, 'and runs again');
 SELECT is(ARRAY(SELECT jobname || ' ' || schedule FROM cron.job WHERE jobname LIKE 'pg\_inbox:%' ORDER BY 1),
-          ARRAY['pg_inbox:checks * * * * *', 'pg_inbox:reconcile */2 * * * *', 'pg_inbox:refresh * * * * *',
-                'pg_inbox:scan_gaps */10 * * * *', 'pg_inbox:seal_log */5 * * * *'], 'one job each, latest schedule');
+          ARRAY['pg_inbox:checks * * * * *', 'pg_inbox:purge */5 * * * *', 'pg_inbox:reconcile */2 * * * *',
+                'pg_inbox:refresh * * * * *', 'pg_inbox:scan_gaps */10 * * * *', 'pg_inbox:seal_log */5 * * * *'],
+          'one job each, latest schedule');
 SELECT is((SELECT command FROM cron.job WHERE jobname = 'pg_inbox:reconcile'),
           'SELECT inbox.run_job(''reconcile'', ''00:02:00'')', 'the job calls run_job with its window');
-SELECT is(inbox.unschedule(), 5, 'unschedule removes all five');
+SELECT is((SELECT command FROM cron.job WHERE jobname = 'pg_inbox:purge'),
+          'CALL inbox.purge_all(max_duration => ''00:04:00'')',
+          'the purge job drains in short transactions for 4/5 of its interval');
+SELECT is(inbox.unschedule(), 6, 'unschedule removes all six');
 SELECT is((SELECT count(*) FROM cron.job WHERE jobname LIKE 'pg\_inbox:%')::int, 0, 'no job left');
 SELECT is(inbox.unschedule(), 0, 'unschedule again removes nothing');
 
@@ -49,6 +55,7 @@ SELECT is((SELECT seal::bigint FROM sealed), (SELECT max(id) FROM inbox.log_seal
           'seal_log job seals the delivery log');
 SELECT is((SELECT inbox.run_job('seal_log', '1 hour') ->> 'skipped'), 'window already claimed',
           'seal_log runs once per window');
+SELECT ok((SELECT inbox.run_job('purge', '1 hour') -> 'result' ? 'rows_deleted'), 'purge job runs one batch');
 
 -- Without pg_cron: a clear error; everything else still works by hand.
 DROP EXTENSION pg_cron;

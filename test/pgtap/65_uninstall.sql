@@ -17,15 +17,15 @@ SELECT is((SELECT evtevent || ' ' || array_to_string(evttags, ',') FROM pg_event
 SELECT inbox.schedule();
 CREATE EXTENSION citext;
 DROP EXTENSION citext;
-SELECT is(pg_temp.inbox_jobs(), 5, 'dropping another extension keeps the jobs');
+SELECT is(pg_temp.inbox_jobs(), 6, 'dropping another extension keeps the jobs');
 CREATE SCHEMA inbox_not_ours;
 DROP SCHEMA inbox_not_ours;
-SELECT is(pg_temp.inbox_jobs(), 5, 'dropping another schema keeps the jobs');
+SELECT is(pg_temp.inbox_jobs(), 6, 'dropping another schema keeps the jobs');
 
 -- A drop that fails (an object of the user's depends on the extension) rolls back with it.
 CREATE VIEW public.my_open_events AS SELECT id FROM inbox.events;
 SELECT throws_ok($$DROP EXTENSION pg_inbox$$, '2BP01', NULL, 'a dependent view stops the drop');
-SELECT is(pg_temp.inbox_jobs(), 5, 'a failed drop keeps the jobs');
+SELECT is(pg_temp.inbox_jobs(), 6, 'a failed drop keeps the jobs');
 DROP VIEW public.my_open_events;
 
 SAVEPOINT before_drop;

@@ -138,6 +138,31 @@ TEST(Config, EveryErrorInOneRun) {
     EXPECT_NE(e.find(part), std::string::npos) << part << " missing from: " << e;
 }
 
+// Money defaults: check-config registers payment providers (stripe) with
+// on_lease_expiry => 'hold' and says why; other providers keep the default.
+TEST(Cli, CheckConfigHoldsPaymentProviders) {
+  const std::string path = "/tmp/inbox-cli-money-" + std::to_string(::getpid()) + ".toml";
+  std::ofstream(path) << "database_url = \"postgresql://x@127.0.0.1/db\"\n"
+                      << "[[provider]]\nname = \"payments\"\nscheme = \"stripe\"\nsecrets = [\"whsec_a\"]\n"
+                      << "[[provider]]\nname = \"code\"\nscheme = \"github\"\nsecrets = [\"b\"]\n";
+  int rc = -1;
+  std::string out = run_command(std::string(INBOX_RECEIVER_BIN) + " check-config --config " + path + " 2>&1", &rc);
+  std::remove(path.c_str());
+  EXPECT_EQ(rc, 0) << out;
+  EXPECT_NE(out.find("SELECT inbox.register_provider('payments', on_lease_expiry => 'hold');"), std::string::npos)
+      << out;
+  EXPECT_NE(out.find("SELECT inbox.register_provider('code');"), std::string::npos) << out;
+  EXPECT_NE(out.find("the charge may already have run"), std::string::npos) << out;
+
+  // Without a payment provider there is nothing to explain.
+  std::ofstream(path) << "database_url = \"postgresql://x@127.0.0.1/db\"\n"
+                      << "[[provider]]\nname = \"code\"\nscheme = \"github\"\nsecrets = [\"b\"]\n";
+  out = run_command(std::string(INBOX_RECEIVER_BIN) + " check-config --config " + path + " 2>&1", &rc);
+  std::remove(path.c_str());
+  EXPECT_EQ(rc, 0) << out;
+  EXPECT_EQ(out.find("on_lease_expiry"), std::string::npos) << out;
+}
+
 // --version, and --help for every command (exit 0, the command's usage).
 TEST(Cli, VersionAndHelpForEveryCommand) {
   int rc = -1;

@@ -302,7 +302,7 @@ TEST_F(BinaryTest, CheckConfigAndSign) {
   int rc = -1;
   std::string out = run(std::string(INBOX_RECEIVER_BIN) + " check-config --config " + config, &rc);
   EXPECT_EQ(rc, 0) << out;
-  EXPECT_NE(out.find("inbox.register_provider('t_stripe')"), std::string::npos);
+  EXPECT_NE(out.find("inbox.register_provider('t_stripe', on_lease_expiry => 'hold');"), std::string::npos) << out;
   // The secret itself is never printed.
   EXPECT_EQ(out.find(kNewSecret), std::string::npos);
 

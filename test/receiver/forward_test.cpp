@@ -137,6 +137,15 @@ class ForwardTest : public ::testing::Test {
     return path;
   }
 
+  // A config with one provider route (the events of `provider`) to `url`.
+  std::string write_provider_route(const std::string& provider, const std::string& url) {
+    std::string path = dir_ + "/events-" + std::to_string(++configs_) + ".toml";
+    std::ofstream(path) << "database_url = " << toml_string(event_forwarder_database_url()) << "\n"
+                        << "[[route]]\nname = \"events\"\nprovider = " << toml_string(provider) << "\n"
+                        << "url = " << toml_string(url) << "\nsecret = " << toml_string(kSecret) << "\n";
+    return path;
+  }
+
   int run_once(const std::string& config, std::string* out = nullptr) {
     int rc = -1;
     std::string text = run_command(std::string(INBOX_RECEIVER_BIN) + " forward --once --config " + config + " 2>&1", &rc);
@@ -467,10 +476,7 @@ TEST_F(ForwardTest, ProviderRouteForwardsIncomingEvents) {
   db.exec("SELECT inbox.register_provider(" + db.quote(provider) + ", max_attempts => 1)");
   db.exec("SELECT inbox.ingest(" + db.quote(provider) + ", 'evt_ok', '{\"type\": \"invoice.paid\"}')");
   db.exec("SELECT inbox.ingest(" + db.quote(provider) + ", 'evt_bad', '{\"type\": \"fail\"}')");
-  std::string path = dir_ + "/events.toml";
-  std::ofstream(path) << "database_url = " << toml_string(event_forwarder_database_url()) << "\n"
-                      << "[[route]]\nname = \"events\"\nprovider = " << toml_string(provider) << "\n"
-                      << "url = " << toml_string(consumer.url()) << "\nsecret = " << toml_string(kSecret) << "\n";
+  std::string path = write_provider_route(provider, consumer.url());
   std::string out;
   ASSERT_EQ(run_once(path, &out), 0) << out;
   auto status = [&](const std::string& ext) {
@@ -486,6 +492,32 @@ TEST_F(ForwardTest, ProviderRouteForwardsIncomingEvents) {
   EXPECT_TRUE(reqs[0].id == "evt_" + id || reqs[1].id == "evt_" + id);
   inbox::WebhookSigner signer(kSecret);
   for (const auto& r : reqs) EXPECT_EQ(r.signature, signer.sign(r.id, std::stoll(r.timestamp), r.body));
+}
+
+// An event run again with inbox.replay reaches the consumer with the same
+// webhook-id, the next webhook-attempt and x-inbox-replay: true, so the
+// consumer can tell a deliberate re-run from a retry it already applied.
+TEST_F(ForwardTest, ReplayedEventsCarryTheReplayHeader) {
+  REQUIRE_DATABASE();
+  Db db;
+  Consumer consumer;
+  const std::string provider = "t_fwd_replay_" + run_id();
+  db.exec("SELECT inbox.register_provider(" + db.quote(provider) + ")");
+  db.exec("SELECT inbox.ingest(" + db.quote(provider) + ", 'evt_r', '{\"type\": \"invoice.paid\"}')");
+  std::string path = write_provider_route(provider, consumer.url());
+  std::string out;
+  ASSERT_EQ(run_once(path, &out), 0) << out;
+  std::string id = *db.scalar("SELECT id FROM inbox.events WHERE provider = " + db.quote(provider));
+  EXPECT_EQ(db.scalar("SELECT inbox.replay(" + id + ", 'the consumer lost its copy')").value_or(""), "2");
+  ASSERT_EQ(run_once(path, &out), 0) << out;
+  auto reqs = consumer.requests();
+  ASSERT_EQ(reqs.size(), 2u);
+  EXPECT_EQ(reqs[0].replay, "false");
+  EXPECT_EQ(reqs[0].attempt, "1");
+  EXPECT_EQ(reqs[1].replay, "true");
+  EXPECT_EQ(reqs[1].attempt, "2");
+  EXPECT_EQ(reqs[1].id, reqs[0].id) << "one event, one webhook-id";
+  EXPECT_EQ(db.scalar("SELECT status FROM inbox.events WHERE id = " + id).value_or(""), "done");
 }
 
 // The consumer side verifies with the reference library (npm standardwebhooks);
