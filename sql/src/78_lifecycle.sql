@@ -150,7 +150,9 @@ BEGIN
     END IF;
     PERFORM inbox._check_reason(reason);
     e := inbox._lock_event(id);
-    IF e.status = 'processing' AND e.lease_expires_at > now() THEN
+    -- Held: a lease that expired under the 'hold' policy, or an event a
+    -- transition rule held at claim (held_reason, an infinite lease).
+    IF e.status = 'processing' AND e.lease_expires_at > now() AND e.held_reason IS NULL THEN
         RAISE EXCEPTION 'event % is leased to a worker until %: only held and dead events can be resolved',
             e.id, e.lease_expires_at USING ERRCODE = 'object_not_in_prerequisite_state';
     ELSIF e.status IN ('pending', 'done') THEN
@@ -172,7 +174,9 @@ BEGIN
        SET status = new_status,
            processed_at = CASE WHEN new_status = 'pending' THEN NULL ELSE now() END,
            next_attempt_at = CASE WHEN new_status = 'pending' THEN now() ELSE ev.next_attempt_at END,
-           lease_expires_at = NULL
+           lease_expires_at = NULL,
+           -- kept on a settled event (why it was held); a retry is judged afresh by claim
+           held_reason = CASE WHEN new_status = 'pending' THEN NULL ELSE ev.held_reason END
      WHERE ev.id = e.id;
     RETURN new_status;
 END

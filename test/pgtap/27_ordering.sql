@@ -1,7 +1,7 @@
 -- Version checks (issue 12): ordering pointers, presets, versions, claim
 -- filling entity_key/version, inbox.advance and transition rules.
 BEGIN;
-SELECT plan(123);
+SELECT plan(129);
 
 SELECT inbox.register_provider('stripe');
 SELECT inbox.register_provider('shop');
@@ -227,6 +227,21 @@ SELECT is((inbox.reconcile('test') ->> 'leases_reclaimed')::int, 0, 'reconcile d
 SELECT inbox.refresh_stats();
 SELECT is((SELECT held FROM inbox.stats_minute WHERE provider = 'stripe' ORDER BY minute DESC LIMIT 1), 1,
   'the rollups count it as held (inbox.health shows it)');
+-- A person settles it (inbox.resolve): 'retry' sends it back to claim, which
+-- judges the transition afresh; 'done' keeps the reason it was held.
+SELECT is(inbox.resolve((pg_temp.ev('evt_a5')).id, 'retry', 'state fixed by hand'), 'pending',
+  'resolve settles an event a transition rule held');
+SELECT row_eq($$ SELECT status, held_reason, lease_expires_at FROM inbox.events WHERE external_id = 'evt_a5' $$,
+  ROW('pending'::text, NULL::text, NULL::timestamptz), 'a retry clears the hold');
+SELECT is((SELECT count(*)::int FROM inbox.claim(10, '1 hour') WHERE external_id = 'evt_a5'), 0,
+  'still invalid: the next claim holds it again');
+SELECT is(inbox.resolve((pg_temp.ev('evt_a5')).id, 'done', 'handled by hand'), 'done', 'then resolved as done');
+SELECT row_eq($$ SELECT status, held_reason FROM inbox.events WHERE external_id = 'evt_a5' $$,
+  ROW('done'::text, 'invalid transition from ''canceled'' to ''active'''::text),
+  'a settled event keeps why it was held');
+SELECT is((SELECT array_agg(to_status ORDER BY id) FROM inbox.event_history
+            WHERE event_id = (pg_temp.ev('evt_a5')).id AND reason = 'resolve'), ARRAY['pending', 'done'],
+  'both resolutions are in the history');
 -- older and invalid: stale wins (nothing to apply, nothing to hold)
 SELECT pg_temp.stripe('evt_a0', 'sub_a', 1600000000, 'trialing');
 SELECT is((SELECT count(*)::int FROM inbox.claim(10, '1 hour') WHERE external_id = 'evt_a0'), 1,
