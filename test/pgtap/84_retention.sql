@@ -2,7 +2,7 @@
 -- keeps the row as the dedup key (a re-delivery is still a duplicate); after
 -- the dedup horizon the row goes, and a re-delivery is a new event.
 BEGIN;
-SELECT plan(43);
+SELECT plan(44);
 
 SELECT has_function('inbox', 'configure_retention', ARRAY['text', 'interval', 'interval'], 'configure_retention exists');
 SELECT has_function('inbox', 'purge', ARRAY['interval', 'integer'], 'purge exists');
@@ -38,6 +38,10 @@ SELECT throws_ok($$SELECT inbox.configure_retention('stripe', '100 days')$$, '22
 SELECT throws_ok($$SELECT inbox.configure_retention('stripe', 'soon')$$, '22007', NULL, 'not an interval');
 SELECT throws_ok($$UPDATE inbox.providers SET keep_dedup_for = '1 day' WHERE name = 'stripe'$$, '23514', NULL,
                  'the table refuses a dedup horizon under 3 days too');
+-- The 3-day floor is the longest retry window of the presets (27_ordering.sql):
+-- a preset with a longer window must raise the floor with it.
+SELECT cmp_ok((SELECT max(retry_window) FROM inbox.provider_presets), '<=', interval '3 days',
+              'the dedup floor covers every preset''s retry window');
 
 -- purge: bad input
 SELECT throws_ok($$SELECT inbox.purge('-1 day')$$, '22023', 'older_than must not be negative', 'purge: negative older_than');
