@@ -1,6 +1,6 @@
 #include "intake/http_server.h"
 
-#include <boost/asio/dispatch.hpp>
+#include <boost/asio/post.hpp>
 #include <boost/asio/steady_timer.hpp>
 
 #include <chrono>
@@ -192,8 +192,11 @@ void Receiver::handle_webhook(const std::string& name, HttpRequest& req, Respond
   GroupCommit::SlotPtr slot = group_commit_->submit_async(
       Event{name, std::move(x.external_id), std::move(x.payload_json), headers_json(req.headers)}, arrival,
       [respond, finish, timer, executor](EventResult r) {
-        boost::asio::dispatch(executor, [timer] { timer->cancel(); });
-        respond(finish(std::move(r)));
+        // One trip to the connection's strand: stop the timer and answer there.
+        boost::asio::post(executor, [respond, timer, res = finish(std::move(r))]() mutable {
+          timer->cancel();
+          respond(std::move(res));
+        });
       });
   GroupCommit* gc = group_commit_.get();
   timer->async_wait([gc, slot, respond, finish](const boost::system::error_code& ec) {
