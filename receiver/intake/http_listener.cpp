@@ -25,6 +25,7 @@ namespace beast = boost::beast;
 namespace http = beast::http;
 using tcp = asio::ip::tcp;
 using Clock = std::chrono::steady_clock;
+using Strand = asio::strand<asio::io_context::executor_type>;
 
 namespace {
 
@@ -256,6 +257,8 @@ class Connection : public std::enable_shared_from_this<Connection> {
     auto once = std::make_shared<std::atomic<bool>>(false);
     Respond respond = [self, once](HttpResponse res) {
       if (once->exchange(true)) return;
+      const Strand* strand = self->stream_.get_executor().target<Strand>();
+      if (strand && !strand->running_in_this_thread()) return self->write_outside(std::move(res));
       asio::dispatch(self->stream_.get_executor(),
                      [self, res = std::move(res)]() mutable { self->write(std::move(res), true); });
     };
@@ -285,6 +288,31 @@ class Connection : public std::enable_shared_from_this<Connection> {
   }
 
   void write(HttpResponse res, bool routed) {
+    beast::error_code ec;
+    std::size_t sent = 0;
+    bool close_after = send_now(std::move(res), sent, ec);
+    finish_write(sent, ec, close_after, routed);
+  }
+
+  // The answer from a thread outside the connection's strand (a flusher
+  // with the commit's outcome). While a request is with the handler nothing
+  // on the strand touches the connection (no read is pending, the stream's
+  // timer is off, the answer is given once), so this thread sends the answer
+  // itself: the sender has it without waiting for an I/O thread to wake.
+  // What follows (the rest of a long answer, the next read) goes back to the
+  // strand.
+  void write_outside(HttpResponse res) {
+    beast::error_code ec;
+    std::size_t sent = 0;
+    bool close_after = send_now(std::move(res), sent, ec);
+    asio::post(stream_.get_executor(), [self = shared_from_this(), sent, ec, close_after] {
+      self->finish_write(sent, ec, close_after, true);
+    });
+  }
+
+  // Serializes, counts and logs the answer and sends what the socket takes
+  // without waiting; true when the connection closes after it.
+  bool send_now(HttpResponse res, std::size_t& sent, beast::error_code& ec) {
     ++served_;
     bool keep = keep_alive_ && !res.close && !l_.stopping.load() && served_ < l_.opt.keep_alive_max_requests;
     serialize(res, keep);
@@ -292,16 +320,20 @@ class Connection : public std::enable_shared_from_this<Connection> {
     // Logged and counted before the answer goes out, so that whoever reads
     // the answer finds it in /metrics already.
     l_.handler.answered(meta_, res, std::chrono::duration<double>(Clock::now() - start_).count());
-    // Most answers fit the socket's send buffer: send at once and go on
-    // reading, without a trip through the I/O queue; the rest (a full
-    // buffer, a slow reader) is written asynchronously under the write deadline.
-    beast::error_code ec;
-    std::size_t sent = stream_.socket().write_some(asio::buffer(out_), ec);
+    // Most answers fit the socket's send buffer: sent at once, without a
+    // trip through the I/O queue (the socket is non-blocking).
+    sent = stream_.socket().write_some(asio::buffer(out_), ec);
     if (ec == asio::error::would_block || ec == asio::error::try_again) ec = {}, sent = 0;
-    if (ec || sent == out_.size()) return written(ec, res.close, routed);
+    return res.close;
+  }
+
+  // On the strand: the rest of the answer (a full send buffer, a slow
+  // reader) under the write deadline, then what comes next.
+  void finish_write(std::size_t sent, beast::error_code ec, bool close_after, bool routed) {
+    if (ec || sent == out_.size()) return written(ec, close_after, routed);
     stream_.expires_after(std::chrono::milliseconds(l_.opt.write_timeout_ms));
     asio::async_write(stream_, asio::buffer(out_.data() + sent, out_.size() - sent),
-                      [self = shared_from_this(), close_after = res.close, routed](beast::error_code ec, std::size_t) {
+                      [self = shared_from_this(), close_after, routed](beast::error_code ec, std::size_t) {
                         self->written(ec, close_after, routed);
                       });
   }

@@ -1,8 +1,5 @@
 #include "intake/http_server.h"
 
-#include <boost/asio/post.hpp>
-#include <boost/asio/steady_timer.hpp>
-
 #include <chrono>
 #include <ctime>
 #include <thread>
@@ -122,13 +119,13 @@ void Receiver::stop() {
   stats_->stop();  // after the last answers: their counts go in its last flush
 }
 
-void Receiver::handle(HttpRequest req, Respond respond, boost::asio::any_io_executor executor) {
+void Receiver::handle(HttpRequest req, Respond respond, boost::asio::any_io_executor) {
   const std::string path = path_of(req.target);
   static const std::string kWebhooks = "/webhooks/";
   if (path.compare(0, kWebhooks.size(), kWebhooks) == 0 && path.size() > kWebhooks.size() &&
       path.find('/', kWebhooks.size()) == std::string::npos) {
     if (req.method != "POST") return respond(refuse(405, "not_found", "method not allowed"));
-    return handle_webhook(path.substr(kWebhooks.size()), req, respond, executor);
+    return handle_webhook(path.substr(kWebhooks.size()), req, respond);
   }
   if (req.method == "GET" && path == "/healthz") return respond(answer(200, "{\"status\":\"ok\"}", "ops"));
   if (req.method == "GET" && path == "/readyz") return respond(ready());
@@ -141,8 +138,7 @@ void Receiver::handle(HttpRequest req, Respond respond, boost::asio::any_io_exec
   respond(refuse(404, "not_found", "not found"));
 }
 
-void Receiver::handle_webhook(const std::string& name, HttpRequest& req, Respond& respond,
-                              boost::asio::any_io_executor executor) {
+void Receiver::handle_webhook(const std::string& name, HttpRequest& req, Respond& respond) {
   auto it = providers_.find(name);
   if (it == providers_.end()) return respond(refuse(404, "unknown_provider", "unknown provider"));
   const Provider& provider = *it->second;
@@ -185,25 +181,12 @@ void Receiver::handle_webhook(const std::string& name, HttpRequest& req, Respond
     res.external_id = id;
     return res;
   };
-  // The deadline is ours: at it, whatever the database does, the sender gets 503.
-  // The timer lives on the connection's executor (a strand): it is only
-  // touched there, never from a flusher thread.
-  auto timer = std::make_shared<boost::asio::steady_timer>(executor, group_commit_->deadline());
-  GroupCommit::SlotPtr slot = group_commit_->submit_async(
+  // The deadline is group commit's: at it, whatever the database does, the
+  // sender gets 503. The answer is written from the thread that has the
+  // outcome (intake/http_listener: no hop back to an I/O thread first).
+  group_commit_->submit_async(
       Event{name, std::move(x.external_id), std::move(x.payload_json), headers_json(req.headers)}, arrival,
-      [respond, finish, timer, executor](EventResult r) {
-        // One trip to the connection's strand: stop the timer and answer there.
-        boost::asio::post(executor, [respond, timer, res = finish(std::move(r))]() mutable {
-          timer->cancel();
-          respond(std::move(res));
-        });
-      });
-  GroupCommit* gc = group_commit_.get();
-  timer->async_wait([gc, slot, respond, finish](const boost::system::error_code& ec) {
-    if (ec) return;  // cancelled: answered
-    if (gc->expire(slot))
-      respond(finish({Outcome::unavailable, "database did not commit within the deadline"}));
-  });
+      [respond, finish](EventResult r) { respond(finish(std::move(r))); });
 }
 
 HttpResponse Receiver::ready() {

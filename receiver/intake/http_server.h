@@ -46,8 +46,7 @@ class Receiver : public HttpHandler {
   void answered(const HttpRequest& req, const HttpResponse& res, double seconds) override;
 
  private:
-  void handle_webhook(const std::string& name, HttpRequest& req, Respond& respond,
-                      boost::asio::any_io_executor executor);
+  void handle_webhook(const std::string& name, HttpRequest& req, Respond& respond);
   HttpResponse ready();
   // The configured provider a webhook answer belongs to, or empty.
   std::string provider_of(const std::string& path, const HttpResponse& res) const;
