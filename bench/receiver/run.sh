@@ -110,6 +110,13 @@ run_wrk() {  # $1 = connections, $2 = seconds
     END { printf "%.0f %.2f %.2f %d %d\n", rps, p50, p99, bad + 0, total - bad }' "$work/wrk.txt"
 }
 
+# Where the CPU goes (issue 10: what bounds the ratio). Clock ticks of
+# processes, from /proc; the database must be on this machine (make bench).
+hz=$(getconf CLK_TCK)
+ticks() { local t=0 p; for p in "$@"; do [ -r "/proc/$p/stat" ] && t=$((t + $(awk '{ print $14 + $15 }' "/proc/$p/stat"))); done; echo "$t"; }
+machine_ticks() { awk '/^cpu / { print $2 + $3 + $4 + $7 + $8 + $9, $5 + $6 }' /proc/stat; }  # busy idle
+backend_pids() { sql "SELECT pid FROM pg_stat_activity WHERE usename = 'inbox_bench_receiver'"; }
+
 # pgbench: one INSERT .. ON CONFLICT per transaction into a table shaped like
 # inbox.events' hot columns, with the benchmark's own body as payload.
 sql "CREATE TABLE IF NOT EXISTS bench_upsert (
@@ -140,7 +147,8 @@ run_pgbench() {  # prints "tps p50_ms p99_ms"
 
 echo "receiver benchmark: $rounds rounds, ${seconds}s per run, 32 connections, $(nproc) cores, loopback"
 echo "old receiver: $(git rev-parse --short "$old_ref") (cpp-httplib 0.11.4 server); new: $(git rev-parse --short HEAD) (Boost.Beast)"
-printf "%-6s %-30s %10s %8s %8s %8s\n" round what "events/s" "p50 ms" "p99 ms" non-2xx
+printf "%-6s %-30s %10s %8s %8s %8s %s\n" round what "events/s" "p50 ms" "p99 ms" non-2xx \
+  "  CPU us/event: receiver, its Postgres backends; all cores: busy, of it receiver + backends"
 # Warm-up (not reported): new WAL segments and cold caches.
 start_receiver new
 events_for warmup 100000
@@ -151,9 +159,16 @@ for r in $(seq "$rounds"); do
   for who in new old; do
     start_receiver "$who"
     events_for "$who-$r" $(( seconds * 40000 > 50000 ? seconds * 40000 : 50000 ))
-    read -r x a b bad _ < <(run_wrk 32 "$seconds")
+    # The backends are the receiver's own (new at each start): their whole
+    # CPU time counts; the receiver's from here on.
+    r0=$(ticks "$receiver_pid"); read -r m0 i0 < <(machine_ticks)
+    read -r x a b bad ok < <(run_wrk 32 "$seconds")
+    r1=$(ticks "$receiver_pid"); read -r m1 i1 < <(machine_ticks); pg=$(ticks $(backend_pids))
     rps[$who-$r]=$x; p99[$who-$r]=$b
-    printf "%-6s %-30s %10s %8s %8s %8s\n" "$r" "receiver $who" "$x" "$a" "$b" "$bad"
+    printf "%-6s %-30s %10s %8s %8s %8s %s\n" "$r" "receiver $who" "$x" "$a" "$b" "$bad" \
+      "$(awk -v n=$((bad + ok)) -v hz="$hz" -v rc=$((r1 - r0)) -v pg="$pg" -v busy=$((m1 - m0)) -v idle=$((i1 - i0)) \
+         'BEGIN { printf "  %5.0f %5.0f   %3.0f%% %3.0f%%", rc * 1e6 / hz / n, pg * 1e6 / hz / n,
+                  100 * busy / (busy + idle), 100 * (rc + pg) / (busy + idle) }')"
     stop_receiver
   done
   read -r x a b < <(run_pgbench)

@@ -74,8 +74,11 @@ Receiver::Receiver(Config config, UnixClock clock)
   ListenerOptions lo;
   lo.host = host;
   lo.port = port;
+  // Default: half the cores. The flushers, Postgres and often the load
+  // balancer share them; on 2 cores one I/O thread served more than two
+  // (fewer context switches per request, bench/receiver/README.md).
   lo.threads = config_.http_threads > 0 ? config_.http_threads
-                                        : std::max(2, static_cast<int>(std::thread::hardware_concurrency()));
+                                        : std::max(1, static_cast<int>(std::thread::hardware_concurrency()) / 2);
   lo.backlog = config_.listen_backlog;
   lo.max_connections = static_cast<std::size_t>(config_.max_connections);
   lo.max_header_bytes = static_cast<std::size_t>(config_.max_header_bytes);
@@ -87,6 +90,7 @@ Receiver::Receiver(Config config, UnixClock clock)
   lo.write_timeout_ms = config_.write_timeout_ms;
   lo.keep_alive_max_requests = config_.keep_alive_max_requests;
   listener_ = std::make_unique<HttpListener>(lo, *this);
+  ready_thread_ = std::thread([this] { ready_loop(); });
 }
 
 Receiver::~Receiver() { stop(); }
@@ -116,6 +120,12 @@ void Receiver::stop() {
   stopped_ = true;
   listener_->stop(config_.drain_ms);  // in-flight requests are answered first
   group_commit_->stop();
+  {
+    std::lock_guard<std::mutex> lock(ready_mu_);
+    ready_stop_ = true;
+  }
+  ready_cv_.notify_all();
+  if (ready_thread_.joinable()) ready_thread_.join();
   stats_->stop();  // after the last answers: their counts go in its last flush
 }
 
@@ -128,7 +138,7 @@ void Receiver::handle(HttpRequest req, Respond respond, boost::asio::any_io_exec
     return handle_webhook(path.substr(kWebhooks.size()), req, respond);
   }
   if (req.method == "GET" && path == "/healthz") return respond(answer(200, "{\"status\":\"ok\"}", "ops"));
-  if (req.method == "GET" && path == "/readyz") return respond(ready());
+  if (req.method == "GET" && path == "/readyz") return ready_async(std::move(respond));
   // Issue 9: with admin_listen set, /metrics is served there only (docs/alerts.md).
   if (req.method == "GET" && path == "/metrics" && config_.admin.listen.empty()) {
     HttpResponse res = answer(200, metrics_.render(), "ops");
@@ -203,6 +213,26 @@ HttpResponse Receiver::ready() {
   res.body = "{\"status\":\"database unreachable\"}";
   res.headers.emplace_back("Retry-After", std::to_string(config_.retry_after_s));
   return res;
+}
+
+void Receiver::ready_async(Respond respond) {
+  std::lock_guard<std::mutex> lock(ready_mu_);
+  ready_waiters_.push_back(std::move(respond));
+  ready_cv_.notify_one();
+}
+
+void Receiver::ready_loop() {
+  std::unique_lock<std::mutex> lock(ready_mu_);
+  for (;;) {
+    ready_cv_.wait(lock, [&] { return ready_stop_ || !ready_waiters_.empty(); });
+    if (ready_waiters_.empty()) return;  // stopping, and every request answered
+    std::vector<Respond> waiters;
+    waiters.swap(ready_waiters_);
+    lock.unlock();
+    HttpResponse res = ready();
+    for (Respond& r : waiters) r(res);
+    lock.lock();
+  }
 }
 
 std::string Receiver::provider_of(const std::string& path, const HttpResponse& res) const {
