@@ -116,6 +116,20 @@ hz=$(getconf CLK_TCK)
 ticks() { local t=0 p; for p in "$@"; do [ -r "/proc/$p/stat" ] && t=$((t + $(awk '{ print $14 + $15 }' "/proc/$p/stat"))); done; echo "$t"; }
 machine_ticks() { awk '/^cpu / { print $2 + $3 + $4 + $7 + $8 + $9, $5 + $6 }' /proc/stat; }  # busy idle
 backend_pids() { sql "SELECT pid FROM pg_stat_activity WHERE usename = 'inbox_bench_receiver'"; }
+# The machine while the load runs (wrk reads its events first: not counted):
+# from the receiver's first busy moment, for seconds - 1. Prints the busy
+# share of all cores and the share the receiver and its backends took.
+sample_load() {  # $1 = receiver pid, $2 = seconds
+  local t0 a b m0 i0 m1 i1 pids
+  t0=$(ticks "$1")
+  for _ in $(seq 300); do sleep 0.2; [ "$(ticks "$1")" -gt $((t0 + 2)) ] && break; done
+  pids="$1 $(backend_pids | tr '\n' ' ')"
+  a=$(ticks $pids); read -r m0 i0 < <(machine_ticks)
+  sleep $(($2 - 1))
+  b=$(ticks $pids); read -r m1 i1 < <(machine_ticks)
+  awk -v busy=$((m1 - m0)) -v idle=$((i1 - i0)) -v own=$((b - a)) \
+    'BEGIN { printf "%3.0f%% %3.0f%%", 100 * busy / (busy + idle), 100 * own / (busy + idle) }'
+}
 
 # pgbench: one INSERT .. ON CONFLICT per transaction into a table shaped like
 # inbox.events' hot columns, with the benchmark's own body as payload.
@@ -161,14 +175,16 @@ for r in $(seq "$rounds"); do
     events_for "$who-$r" $(( seconds * 40000 > 50000 ? seconds * 40000 : 50000 ))
     # The backends are the receiver's own (new at each start): their whole
     # CPU time counts; the receiver's from here on.
-    r0=$(ticks "$receiver_pid"); read -r m0 i0 < <(machine_ticks)
+    r0=$(ticks "$receiver_pid")
+    sample_load "$receiver_pid" "$seconds" >"$work/load.txt" &
+    sampler=$!
     read -r x a b bad ok < <(run_wrk 32 "$seconds")
-    r1=$(ticks "$receiver_pid"); read -r m1 i1 < <(machine_ticks); pg=$(ticks $(backend_pids))
+    r1=$(ticks "$receiver_pid"); pg=$(ticks $(backend_pids))
+    wait "$sampler" || true
     rps[$who-$r]=$x; p99[$who-$r]=$b
-    printf "%-6s %-30s %10s %8s %8s %8s %s\n" "$r" "receiver $who" "$x" "$a" "$b" "$bad" \
-      "$(awk -v n=$((bad + ok)) -v hz="$hz" -v rc=$((r1 - r0)) -v pg="$pg" -v busy=$((m1 - m0)) -v idle=$((i1 - i0)) \
-         'BEGIN { printf "  %5.0f %5.0f   %3.0f%% %3.0f%%", rc * 1e6 / hz / n, pg * 1e6 / hz / n,
-                  100 * busy / (busy + idle), 100 * (rc + pg) / (busy + idle) }')"
+    printf "%-6s %-30s %10s %8s %8s %8s %s   %s\n" "$r" "receiver $who" "$x" "$a" "$b" "$bad" \
+      "$(awk -v n=$((bad + ok)) -v hz="$hz" -v rc=$((r1 - r0)) -v pg="$pg" \
+         'BEGIN { printf "  %5.0f %5.0f", rc * 1e6 / hz / n, pg * 1e6 / hz / n }')" "$(cat "$work/load.txt")"
     stop_receiver
   done
   read -r x a b < <(run_pgbench)

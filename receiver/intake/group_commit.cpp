@@ -96,7 +96,7 @@ void GroupCommit::deadline_loop() {
     auto now = Clock::now();
     // Asleep at most one deadline: an event queued meanwhile is due no
     // earlier than that, so no submit ever has to wake this thread.
-    auto next = now + options_.deadline;
+    auto next = now + std::max(options_.deadline, std::chrono::milliseconds(1));
     std::vector<SlotPtr> due;
     // The queue is in arrival order: the due events are a prefix. They
     // leave it here, so no flusher takes them.
