@@ -13,7 +13,9 @@
 #
 # Knobs: BENCH_SECONDS (10), BENCH_ROUNDS (2), BENCH_OLD_REF (default: the
 # last commit with receiver/http_server.cpp at the top level, i.e. before the
-# wings and the Beast listener).
+# wings and the Beast listener). BENCH_RECEIVERS ("new old"): the receivers
+# each round runs, in order; new@N is the new one with [http] threads = N
+# (e.g. "new@1 new@2 old"). BENCH_RECEIVERS_ONLY=1: no pgbench, no RSS runs.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 root=$PWD
@@ -61,9 +63,10 @@ while ! port_free $port; do port=$((port + 1)); done
 
 # $1 = new|old. Same settings; the old one's threads are its own default (64:
 # a thread per keep-alive connection), the new one's are I/O threads.
-start_receiver() {
+start_receiver() {  # $1 = new|new@THREADS|old
   local bin=$new_bin threads=0
   [ "$1" = old ] && bin=$old_bin threads=64
+  [[ $1 == new@* ]] && threads=${1#new@}
   cat >"$work/receiver.toml" <<TOML
 listen = "127.0.0.1:$port"
 database_url = "$receiver_url"
@@ -170,7 +173,7 @@ run_wrk 8 5 >/dev/null
 stop_receiver
 declare -A rps p99
 for r in $(seq "$rounds"); do
-  for who in new old; do
+  for who in ${BENCH_RECEIVERS:-new old}; do
     start_receiver "$who"
     events_for "$who-$r" $(( seconds * 40000 > 50000 ? seconds * 40000 : 50000 ))
     # The backends are the receiver's own (new at each start): their whole
@@ -187,15 +190,23 @@ for r in $(seq "$rounds"); do
          'BEGIN { printf "  %5.0f %5.0f", rc * 1e6 / hz / n, pg * 1e6 / hz / n }')" "$(cat "$work/load.txt")"
     stop_receiver
   done
+  [ -n "${BENCH_RECEIVERS_ONLY:-}" ] && continue
   read -r x a b < <(run_pgbench)
   rps[pg-$r]=$x; p99[pg-$r]=$b
   printf "%-6s %-30s %10s %8s %8s %8s\n" "$r" "pgbench upsert, 32 clients" "$x" "$a" "$b" "-"
 done
 echo
+ratio() { awk -v n="$2" -v d="$3" -v what="$1" 'BEGIN { printf ", %s %.2fx", what, n / d }'; }
 for r in $(seq "$rounds"); do
-  awk -v r="$r" -v n="${rps[new-$r]}" -v o="${rps[old-$r]}" -v p="${rps[pg-$r]}" \
-    'BEGIN { printf "round %s: new / old receiver %.2fx, new receiver / pgbench upsert %.2fx\n", r, n / o, n / p }'
+  line="round $r"
+  for who in ${BENCH_RECEIVERS:-new old}; do
+    [ "$who" = old ] && continue
+    [ -n "${rps[old-$r]:-}" ] && line+=$(ratio "$who / old receiver" "${rps[$who-$r]}" "${rps[old-$r]}")
+    [ -n "${rps[pg-$r]:-}" ] && line+=$(ratio "$who / pgbench upsert" "${rps[$who-$r]}" "${rps[pg-$r]}")
+  done
+  echo "$line"
 done
+[ -n "${BENCH_RECEIVERS_ONLY:-}" ] && { sql "DROP TABLE bench_upsert"; exit 0; }
 
 # Memory under 64 connections: the peak resident set of each receiver.
 echo
