@@ -13,7 +13,9 @@
 #
 # Knobs: BENCH_SECONDS (10), BENCH_ROUNDS (2), BENCH_OLD_REF (default: the
 # last commit with receiver/http_server.cpp at the top level, i.e. before the
-# wings and the Beast listener).
+# wings and the Beast listener). BENCH_RECEIVERS ("new old"): the receivers
+# each round runs, in order; new@N is the new one with [http] threads = N
+# (e.g. "new@1 new@2 old"). BENCH_RECEIVERS_ONLY=1: no pgbench, no RSS runs.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 root=$PWD
@@ -61,9 +63,10 @@ while ! port_free $port; do port=$((port + 1)); done
 
 # $1 = new|old. Same settings; the old one's threads are its own default (64:
 # a thread per keep-alive connection), the new one's are I/O threads.
-start_receiver() {
+start_receiver() {  # $1 = new|new@THREADS|old
   local bin=$new_bin threads=0
   [ "$1" = old ] && bin=$old_bin threads=64
+  [[ $1 == new@* ]] && threads=${1#new@}
   cat >"$work/receiver.toml" <<TOML
 listen = "127.0.0.1:$port"
 database_url = "$receiver_url"
@@ -110,6 +113,27 @@ run_wrk() {  # $1 = connections, $2 = seconds
     END { printf "%.0f %.2f %.2f %d %d\n", rps, p50, p99, bad + 0, total - bad }' "$work/wrk.txt"
 }
 
+# Where the CPU goes (issue 10: what bounds the ratio). Clock ticks of
+# processes, from /proc; the database must be on this machine (make bench).
+hz=$(getconf CLK_TCK)
+ticks() { local t=0 p; for p in "$@"; do [ -r "/proc/$p/stat" ] && t=$((t + $(awk '{ print $14 + $15 }' "/proc/$p/stat"))); done; echo "$t"; }
+machine_ticks() { awk '/^cpu / { print $2 + $3 + $4 + $7 + $8 + $9, $5 + $6 }' /proc/stat; }  # busy idle
+backend_pids() { sql "SELECT pid FROM pg_stat_activity WHERE usename = 'inbox_bench_receiver'"; }
+# The machine while the load runs (wrk reads its events first: not counted):
+# from the receiver's first busy moment, for seconds - 1. Prints the busy
+# share of all cores and the share the receiver and its backends took.
+sample_load() {  # $1 = receiver pid, $2 = seconds
+  local t0 a b m0 i0 m1 i1 pids
+  t0=$(ticks "$1")
+  for _ in $(seq 300); do sleep 0.2; [ "$(ticks "$1")" -gt $((t0 + 2)) ] && break; done
+  pids="$1 $(backend_pids | tr '\n' ' ')"
+  a=$(ticks $pids); read -r m0 i0 < <(machine_ticks)
+  sleep $(($2 - 1))
+  b=$(ticks $pids); read -r m1 i1 < <(machine_ticks)
+  awk -v busy=$((m1 - m0)) -v idle=$((i1 - i0)) -v own=$((b - a)) \
+    'BEGIN { printf "%3.0f%% %3.0f%%", 100 * busy / (busy + idle), 100 * own / (busy + idle) }'
+}
+
 # pgbench: one INSERT .. ON CONFLICT per transaction into a table shaped like
 # inbox.events' hot columns, with the benchmark's own body as payload.
 sql "CREATE TABLE IF NOT EXISTS bench_upsert (
@@ -140,7 +164,8 @@ run_pgbench() {  # prints "tps p50_ms p99_ms"
 
 echo "receiver benchmark: $rounds rounds, ${seconds}s per run, 32 connections, $(nproc) cores, loopback"
 echo "old receiver: $(git rev-parse --short "$old_ref") (cpp-httplib 0.11.4 server); new: $(git rev-parse --short HEAD) (Boost.Beast)"
-printf "%-6s %-30s %10s %8s %8s %8s\n" round what "events/s" "p50 ms" "p99 ms" non-2xx
+printf "%-6s %-30s %10s %8s %8s %8s %s\n" round what "events/s" "p50 ms" "p99 ms" non-2xx \
+  "  CPU us/event: receiver, its Postgres backends; all cores: busy, of it receiver + backends"
 # Warm-up (not reported): new WAL segments and cold caches.
 start_receiver new
 events_for warmup 100000
@@ -148,23 +173,40 @@ run_wrk 8 5 >/dev/null
 stop_receiver
 declare -A rps p99
 for r in $(seq "$rounds"); do
-  for who in new old; do
+  for who in ${BENCH_RECEIVERS:-new old}; do
     start_receiver "$who"
     events_for "$who-$r" $(( seconds * 40000 > 50000 ? seconds * 40000 : 50000 ))
-    read -r x a b bad _ < <(run_wrk 32 "$seconds")
+    # The backends are the receiver's own (new at each start): their whole
+    # CPU time counts; the receiver's from here on.
+    r0=$(ticks "$receiver_pid")
+    sample_load "$receiver_pid" "$seconds" >"$work/load.txt" &
+    sampler=$!
+    read -r x a b bad ok < <(run_wrk 32 "$seconds")
+    r1=$(ticks "$receiver_pid"); pg=$(ticks $(backend_pids))
+    wait "$sampler" || true
     rps[$who-$r]=$x; p99[$who-$r]=$b
-    printf "%-6s %-30s %10s %8s %8s %8s\n" "$r" "receiver $who" "$x" "$a" "$b" "$bad"
+    printf "%-6s %-30s %10s %8s %8s %8s %s   %s\n" "$r" "receiver $who" "$x" "$a" "$b" "$bad" \
+      "$(awk -v n=$((bad + ok)) -v hz="$hz" -v rc=$((r1 - r0)) -v pg="$pg" \
+         'BEGIN { printf "  %5.0f %5.0f", rc * 1e6 / hz / n, pg * 1e6 / hz / n }')" "$(cat "$work/load.txt")"
     stop_receiver
   done
+  [ -n "${BENCH_RECEIVERS_ONLY:-}" ] && continue
   read -r x a b < <(run_pgbench)
   rps[pg-$r]=$x; p99[pg-$r]=$b
   printf "%-6s %-30s %10s %8s %8s %8s\n" "$r" "pgbench upsert, 32 clients" "$x" "$a" "$b" "-"
 done
 echo
+ratio() { awk -v n="$2" -v d="$3" -v what="$1" 'BEGIN { printf ", %s %.2fx", what, n / d }'; }
 for r in $(seq "$rounds"); do
-  awk -v r="$r" -v n="${rps[new-$r]}" -v o="${rps[old-$r]}" -v p="${rps[pg-$r]}" \
-    'BEGIN { printf "round %s: new / old receiver %.2fx, new receiver / pgbench upsert %.2fx\n", r, n / o, n / p }'
+  line="round $r"
+  for who in ${BENCH_RECEIVERS:-new old}; do
+    [ "$who" = old ] && continue
+    [ -n "${rps[old-$r]:-}" ] && line+=$(ratio "$who / old receiver" "${rps[$who-$r]}" "${rps[old-$r]}")
+    [ -n "${rps[pg-$r]:-}" ] && line+=$(ratio "$who / pgbench upsert" "${rps[$who-$r]}" "${rps[pg-$r]}")
+  done
+  echo "$line"
 done
+[ -n "${BENCH_RECEIVERS_ONLY:-}" ] && { sql "DROP TABLE bench_upsert"; exit 0; }
 
 # Memory under 64 connections: the peak resident set of each receiver.
 echo

@@ -109,7 +109,7 @@ struct Config {
   std::size_t max_body_bytes = 1 << 20;
 
   // [http]
-  int http_threads = 0;  // I/O threads of the listener; 0: one per core (at least 2)
+  int http_threads = 0;  // I/O threads of the listener; 0: half the cores (at least 1)
   int read_timeout_ms = 5000;  // total deadline for a request head, from its first byte
   int write_timeout_ms = 5000;
   int keep_alive_timeout_s = 5;

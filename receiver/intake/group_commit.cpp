@@ -2,6 +2,8 @@
 
 #include "common/log.h"
 
+#include <algorithm>
+
 namespace inbox {
 namespace {
 
@@ -66,6 +68,7 @@ GroupCommit::Arrival::~Arrival() {
 GroupCommit::GroupCommit(DbPool& pool, Metrics& metrics, GroupCommitOptions options)
     : pool_(pool), metrics_(metrics), options_(options) {
   for (int i = 0; i < options_.flushers; ++i) flushers_.emplace_back([this] { flusher_loop(); });
+  deadline_thread_ = std::thread([this] { deadline_loop(); });
 }
 
 GroupCommit::~GroupCommit() { stop(); }
@@ -79,6 +82,55 @@ void GroupCommit::stop() {
   gather_cv_.notify_all();
   for (auto& t : flushers_)
     if (t.joinable()) t.join();
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    deadline_stop_ = true;
+  }
+  deadline_cv_.notify_all();
+  if (deadline_thread_.joinable()) deadline_thread_.join();
+}
+
+void GroupCommit::deadline_loop() {
+  std::unique_lock<std::mutex> lock(mu_);
+  while (!deadline_stop_) {
+    auto now = Clock::now();
+    // Asleep at most one deadline: an event queued meanwhile is due no
+    // earlier than that, so no submit ever has to wake this thread.
+    auto next = now + std::max(options_.deadline, std::chrono::milliseconds(1));
+    std::vector<SlotPtr> due;
+    // The queue is in arrival order: the due events are a prefix. They
+    // leave it here, so no flusher takes them.
+    while (!queue_.empty() && queue_.front()->enqueued + options_.deadline <= now) {
+      SlotPtr s = std::move(queue_.front());
+      queue_.pop_front();
+      if (s->counted) {
+        queued_bytes_ -= s->bytes;
+        s->counted = false;
+      }
+      s->event = Event{};  // nobody else holds it now
+      due.push_back(std::move(s));
+    }
+    if (!queue_.empty()) next = std::min(next, queue_.front()->enqueued + options_.deadline);
+    for (const std::vector<SlotPtr>* batch : batches_)
+      for (const SlotPtr& s : *batch) {
+        if (s->answered.load()) continue;
+        auto d = s->enqueued + options_.deadline;
+        if (d <= now) due.push_back(s);
+        else next = std::min(next, d);
+      }
+    if (due.empty()) {
+      deadline_cv_.wait_until(lock, next);
+      continue;
+    }
+    lock.unlock();
+    for (const SlotPtr& s : due) {
+      if (!s->answered.exchange(true)) {
+        Callback done = std::move(s->done);
+        done({Outcome::unavailable, "database did not commit within the deadline"});
+      }
+    }
+    lock.lock();
+  }
 }
 
 GroupCommit::SlotPtr GroupCommit::submit_async(Event event, Arrival& arrival, Callback done) {
@@ -169,10 +221,12 @@ void GroupCommit::flusher_loop() {
         }
       gathering_ = false;
       ++committing_;
+      batches_.push_back(&batch);  // the deadline thread watches it from now on
       if (!queue_.empty()) work_cv_.notify_one();
     }
     run_batch(batch);
     std::lock_guard<std::mutex> lock(mu_);
+    batches_.erase(std::find(batches_.begin(), batches_.end(), &batch));
     // The last transaction ended and nobody is arriving: stop gathering.
     if (--committing_ == 0 && gathering_ && arriving_.load() == 0) gather_cv_.notify_one();
   }
@@ -185,10 +239,12 @@ EventResult GroupCommit::run_one(DbPool::Lease& conn, const Event& e, Clock::tim
   return classify(c);
 }
 
-void GroupCommit::run_batch(std::vector<SlotPtr>& batch) {
+// `batch` stays as it is until the flusher unregisters it: the deadline
+// thread reads it meanwhile.
+void GroupCommit::run_batch(const std::vector<SlotPtr>& batch) {
   std::vector<SlotPtr> live;
-  for (auto& s : batch)
-    if (!s->answered.load()) live.push_back(std::move(s));
+  for (const auto& s : batch)
+    if (!s->answered.load()) live.push_back(s);
   if (live.empty()) return;
 
   auto fail_all = [&](const std::string& why) {

@@ -64,12 +64,13 @@ class GroupCommit {
   struct Slot;
   using SlotPtr = std::shared_ptr<Slot>;
 
-  // Queues the event; `done` is called once with its outcome, from a
-  // flusher (or at once when refused: stopping, queue full), unless
-  // expire() was called first. The caller owns the deadline: it calls
-  // expire(slot) when it passes, and answers 503 if that returns true.
+  // Queues the event; `done` is called exactly once with its outcome: from
+  // a flusher, at once when refused (stopping, queue full), or from the
+  // deadline thread with `unavailable` when the deadline passes first
+  // (whatever the database does), unless expire() was called first.
   SlotPtr submit_async(Event event, Arrival& arrival, Callback done);
-  // True when the slot had no outcome yet: it never will, and its event is dropped.
+  // True when the slot had no outcome yet: it never will (`done` is not
+  // called), and its event is dropped.
   bool expire(const SlotPtr& slot);
 
   // Blocks until the event's transaction committed or failed, or the deadline.
@@ -87,8 +88,12 @@ class GroupCommit {
 
  private:
   void flusher_loop();
+  // Answers 503 for every slot past its deadline, queued or in a batch
+  // whose transaction has not ended: one thread, asleep until the
+  // earliest deadline (no timer per request).
+  void deadline_loop();
   void deliver(const SlotPtr& slot, EventResult result);
-  void run_batch(std::vector<SlotPtr>& batch);
+  void run_batch(const std::vector<SlotPtr>& batch);
   EventResult run_one(DbPool::Lease& conn, const Event& e, std::chrono::steady_clock::time_point deadline);
 
   DbPool& pool_;
@@ -106,6 +111,10 @@ class GroupCommit {
   std::atomic<int> arriving_{0};
   std::atomic<bool> failing_{false};
   std::vector<std::thread> flushers_;
+  std::vector<const std::vector<SlotPtr>*> batches_;  // being committed (mu_)
+  std::condition_variable deadline_cv_;
+  bool deadline_stop_ = false;
+  std::thread deadline_thread_;
 };
 
 struct GroupCommit::Slot {

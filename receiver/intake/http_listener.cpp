@@ -25,6 +25,7 @@ namespace beast = boost::beast;
 namespace http = beast::http;
 using tcp = asio::ip::tcp;
 using Clock = std::chrono::steady_clock;
+using Strand = asio::strand<asio::io_context::executor_type>;
 
 namespace {
 
@@ -198,6 +199,18 @@ class Connection : public std::enable_shared_from_this<Connection> {
       return refuse(413, "body larger than " + std::to_string(l_.opt.max_body_bytes) + " bytes", "body too large");
     if (parser_->is_done()) return dispatch();
     const char* expect = find_header(h, "Expect");
+    // The whole body is usually in the buffer already (it came in the same
+    // segments as the head): parse it here instead of a read operation that
+    // would complete at once but cost a trip through the I/O queue.
+    if (!expect && length && buf_.size() >= *length) {
+      parser_->eager(true);
+      beast::error_code ec;
+      std::size_t used = parser_->put(buf_.data(), ec);
+      if (ec == http::error::body_limit) return refuse(413, "body too large", "body limit");
+      if (ec && ec != http::error::need_more) return close();
+      buf_.consume(used);
+      if (parser_->is_done()) return dispatch();
+    }
     if (expect && lower_trim(expect) == "100-continue") {
       static const char kContinue[] = "HTTP/1.1 100 Continue\r\n\r\n";
       stream_.expires_after(std::chrono::milliseconds(l_.opt.write_timeout_ms));
@@ -244,6 +257,8 @@ class Connection : public std::enable_shared_from_this<Connection> {
     auto once = std::make_shared<std::atomic<bool>>(false);
     Respond respond = [self, once](HttpResponse res) {
       if (once->exchange(true)) return;
+      const Strand* strand = self->stream_.get_executor().target<Strand>();
+      if (strand && !strand->running_in_this_thread()) return self->write_outside(std::move(res));
       asio::dispatch(self->stream_.get_executor(),
                      [self, res = std::move(res)]() mutable { self->write(std::move(res), true); });
     };
@@ -273,30 +288,93 @@ class Connection : public std::enable_shared_from_this<Connection> {
   }
 
   void write(HttpResponse res, bool routed) {
+    beast::error_code ec;
+    std::size_t sent = 0;
+    bool close_after = send_now(std::move(res), sent, ec);
+    finish_write(sent, ec, close_after, routed);
+  }
+
+  // The answer from a thread outside the connection's strand (a flusher
+  // with the commit's outcome). While a request is with the handler nothing
+  // on the strand touches the connection (no read is pending, the stream's
+  // timer is off, the answer is given once), so this thread sends the answer
+  // itself: the sender has it without waiting for an I/O thread to wake.
+  // What follows (the rest of a long answer, the next read) goes back to the
+  // strand.
+  void write_outside(HttpResponse res) {
+    beast::error_code ec;
+    std::size_t sent = 0;
+    bool close_after = send_now(std::move(res), sent, ec);
+    asio::post(stream_.get_executor(), [self = shared_from_this(), sent, ec, close_after] {
+      self->finish_write(sent, ec, close_after, true);
+    });
+  }
+
+  // Serializes, counts and logs the answer and sends what the socket takes
+  // without waiting; true when the connection closes after it.
+  bool send_now(HttpResponse res, std::size_t& sent, beast::error_code& ec) {
     ++served_;
     bool keep = keep_alive_ && !res.close && !l_.stopping.load() && served_ < l_.opt.keep_alive_max_requests;
-    auto msg = std::make_shared<http::response<http::string_body>>(static_cast<http::status>(res.status), 11);
-    msg->set(http::field::content_type, res.content_type);
-    for (auto& [k, v] : res.headers) msg->set(k, v);
-    msg->keep_alive(keep);
-    msg->body() = res.body;
-    msg->prepare_payload();
+    serialize(res, keep);
     res.close = !keep;
     // Logged and counted before the answer goes out, so that whoever reads
     // the answer finds it in /metrics already.
     l_.handler.answered(meta_, res, std::chrono::duration<double>(Clock::now() - start_).count());
+    // Most answers fit the socket's send buffer: sent at once, without a
+    // trip through the I/O queue (the socket is non-blocking).
+    sent = stream_.socket().write_some(asio::buffer(out_), ec);
+    if (ec == asio::error::would_block || ec == asio::error::try_again) ec = {}, sent = 0;
+    return res.close;
+  }
+
+  // On the strand: the rest of the answer (a full send buffer, a slow
+  // reader) under the write deadline, then what comes next.
+  void finish_write(std::size_t sent, beast::error_code ec, bool close_after, bool routed) {
+    if (ec || sent == out_.size()) return written(ec, close_after, routed);
     stream_.expires_after(std::chrono::milliseconds(l_.opt.write_timeout_ms));
-    bool close_after = res.close;
-    http::async_write(stream_, *msg, [self = shared_from_this(), msg, close_after, routed](beast::error_code ec, std::size_t) {
-      if (routed) {
-        std::lock_guard<std::mutex> lock(self->l_.mu);
-        if (--self->l_.in_flight == 0) self->l_.drained.notify_all();
-      }
-      if (ec) return self->close();
-      if (close_after) return self->linger();
-      self->head_started_ = false;
-      self->read_head();
-    });
+    asio::async_write(stream_, asio::buffer(out_.data() + sent, out_.size() - sent),
+                      [self = shared_from_this(), close_after, routed](beast::error_code ec, std::size_t) {
+                        self->written(ec, close_after, routed);
+                      });
+  }
+
+  // The answer as bytes, into the connection's own buffer (reused): the same
+  // status line and fields Beast would write, without building a message.
+  void serialize(const HttpResponse& res, bool keep) {
+    auto status = static_cast<http::status>(res.status);
+    out_.clear();
+    out_ += "HTTP/1.1 ";
+    out_ += std::to_string(res.status);
+    out_ += ' ';
+    out_ += http::obsolete_reason(status);
+    out_ += "\r\nContent-Type: ";
+    out_ += res.content_type;
+    for (const auto& [k, v] : res.headers) {
+      out_ += "\r\n";
+      out_ += k;
+      out_ += ": ";
+      out_ += v;
+    }
+    if (!keep) out_ += "\r\nConnection: close";
+    out_ += "\r\nContent-Length: ";
+    out_ += std::to_string(res.body.size());
+    out_ += "\r\n\r\n";
+    out_ += res.body;
+  }
+
+  void written(beast::error_code ec, bool close_after, bool routed) {
+    if (routed) {
+      std::lock_guard<std::mutex> lock(l_.mu);
+      if (--l_.in_flight == 0) l_.drained.notify_all();
+    }
+    if (ec) return close();
+    if (close_after) return linger();
+    head_started_ = false;
+    // A pipelined request already buffered: through the queue, so that a
+    // buffer full of tiny requests answered inline cannot nest calls deeply.
+    if (buf_.size() > 0)
+      return asio::post(stream_.get_executor(), [self = shared_from_this()] { self->read_head(); });
+    read_head();
   }
 
   // Closing with unread bytes in the socket makes the kernel send a reset,
@@ -331,6 +409,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
   beast::tcp_stream stream_;
   beast::flat_buffer buf_;
   std::optional<http::request_parser<http::string_body>> parser_;
+  std::string out_;  // the answer being written
   HttpRequest meta_;  // the request being served, without its body
   std::string remote_;
   Clock::time_point start_{};
@@ -352,6 +431,7 @@ void HttpListener::Impl::accept() {
         socket.close(ignored);  // the cap: new connections wait in nobody's memory
       } else {
         socket.set_option(tcp::no_delay(true), ignored);  // no 40 ms Nagle delay per answer
+        socket.non_blocking(true, ignored);  // write() tries a plain send first
         std::make_shared<Connection>(*this, std::move(socket))->run();
       }
     }

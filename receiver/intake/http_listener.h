@@ -33,7 +33,7 @@ struct HttpRequest {
 struct HttpResponse {
   int status = 200;
   std::string body;
-  std::string content_type = "application/json";
+  const char* content_type = "application/json";  // a literal: no allocation per answer
   std::vector<std::pair<std::string, std::string>> headers;
   bool close = false;  // close the connection after this answer
   // For the access log and metrics only (never sent).

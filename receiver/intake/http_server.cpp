@@ -1,8 +1,5 @@
 #include "intake/http_server.h"
 
-#include <boost/asio/dispatch.hpp>
-#include <boost/asio/steady_timer.hpp>
-
 #include <chrono>
 #include <ctime>
 #include <thread>
@@ -78,8 +75,11 @@ Receiver::Receiver(Config config, UnixClock clock)
   ListenerOptions lo;
   lo.host = host;
   lo.port = port;
+  // Default: half the cores. The flushers, Postgres and often the load
+  // balancer share them; on 2 cores one I/O thread served more than two
+  // (fewer context switches per request, bench/receiver/README.md).
   lo.threads = config_.http_threads > 0 ? config_.http_threads
-                                        : std::max(2, static_cast<int>(std::thread::hardware_concurrency()));
+                                        : std::max(1, static_cast<int>(std::thread::hardware_concurrency()) / 2);
   lo.backlog = config_.listen_backlog;
   lo.max_connections = static_cast<std::size_t>(config_.max_connections);
   lo.max_header_bytes = static_cast<std::size_t>(config_.max_header_bytes);
@@ -91,6 +91,7 @@ Receiver::Receiver(Config config, UnixClock clock)
   lo.write_timeout_ms = config_.write_timeout_ms;
   lo.keep_alive_max_requests = config_.keep_alive_max_requests;
   listener_ = std::make_unique<HttpListener>(lo, *this);
+  ready_thread_ = std::thread([this] { ready_loop(); });
 }
 
 Receiver::~Receiver() { stop(); }
@@ -120,19 +121,25 @@ void Receiver::stop() {
   stopped_ = true;
   listener_->stop(config_.drain_ms);  // in-flight requests are answered first
   group_commit_->stop();
+  {
+    std::lock_guard<std::mutex> lock(ready_mu_);
+    ready_stop_ = true;
+  }
+  ready_cv_.notify_all();
+  if (ready_thread_.joinable()) ready_thread_.join();
   stats_->stop();  // after the last answers: their counts go in its last flush
 }
 
-void Receiver::handle(HttpRequest req, Respond respond, boost::asio::any_io_executor executor) {
+void Receiver::handle(HttpRequest req, Respond respond, boost::asio::any_io_executor) {
   const std::string path = path_of(req.target);
   static const std::string kWebhooks = "/webhooks/";
   if (path.compare(0, kWebhooks.size(), kWebhooks) == 0 && path.size() > kWebhooks.size() &&
       path.find('/', kWebhooks.size()) == std::string::npos) {
     if (req.method != "POST") return respond(refuse(405, "not_found", "method not allowed"));
-    return handle_webhook(path.substr(kWebhooks.size()), req, respond, executor);
+    return handle_webhook(path.substr(kWebhooks.size()), req, respond);
   }
   if (req.method == "GET" && path == "/healthz") return respond(answer(200, "{\"status\":\"ok\"}", "ops"));
-  if (req.method == "GET" && path == "/readyz") return respond(ready());
+  if (req.method == "GET" && path == "/readyz") return ready_async(std::move(respond));
   // Issue 9: with admin_listen set, /metrics is served there only (docs/alerts.md).
   if (req.method == "GET" && path == "/metrics" && config_.admin.listen.empty()) {
     HttpResponse res = answer(200, metrics_.render(), "ops");
@@ -142,8 +149,7 @@ void Receiver::handle(HttpRequest req, Respond respond, boost::asio::any_io_exec
   respond(refuse(404, "not_found", "not found"));
 }
 
-void Receiver::handle_webhook(const std::string& name, HttpRequest& req, Respond& respond,
-                              boost::asio::any_io_executor executor) {
+void Receiver::handle_webhook(const std::string& name, HttpRequest& req, Respond& respond) {
   auto it = providers_.find(name);
   if (it == providers_.end()) return respond(refuse(404, "unknown_provider", "unknown provider"));
   const Provider& provider = *it->second;
@@ -186,24 +192,14 @@ void Receiver::handle_webhook(const std::string& name, HttpRequest& req, Respond
     res.external_id = id;
     return res;
   };
-  // The deadline is ours: at it, whatever the database does, the sender gets 503.
-  // The timer lives on the connection's executor (a strand): it is only
-  // touched there, never from a flusher thread.
-  auto timer = std::make_shared<boost::asio::steady_timer>(executor, group_commit_->deadline());
-  GroupCommit::SlotPtr slot = group_commit_->submit_async(
+  // The deadline is group commit's: at it, whatever the database does, the
+  // sender gets 503. The answer is written from the thread that has the
+  // outcome (intake/http_listener: no hop back to an I/O thread first).
+  group_commit_->submit_async(
       Event{name, std::move(x.external_id), std::move(x.payload_json), headers_json(req.headers),
             sha256(req.body), provider.config().scheme},
       arrival,
-      [respond, finish, timer, executor](EventResult r) {
-        boost::asio::dispatch(executor, [timer] { timer->cancel(); });
-        respond(finish(std::move(r)));
-      });
-  GroupCommit* gc = group_commit_.get();
-  timer->async_wait([gc, slot, respond, finish](const boost::system::error_code& ec) {
-    if (ec) return;  // cancelled: answered
-    if (gc->expire(slot))
-      respond(finish({Outcome::unavailable, "database did not commit within the deadline"}));
-  });
+      [respond, finish](EventResult r) { respond(finish(std::move(r))); });
 }
 
 HttpResponse Receiver::ready() {
@@ -220,6 +216,26 @@ HttpResponse Receiver::ready() {
   res.body = "{\"status\":\"database unreachable\"}";
   res.headers.emplace_back("Retry-After", std::to_string(config_.retry_after_s));
   return res;
+}
+
+void Receiver::ready_async(Respond respond) {
+  std::lock_guard<std::mutex> lock(ready_mu_);
+  ready_waiters_.push_back(std::move(respond));
+  ready_cv_.notify_one();
+}
+
+void Receiver::ready_loop() {
+  std::unique_lock<std::mutex> lock(ready_mu_);
+  for (;;) {
+    ready_cv_.wait(lock, [&] { return ready_stop_ || !ready_waiters_.empty(); });
+    if (ready_waiters_.empty()) return;  // stopping, and every request answered
+    std::vector<Respond> waiters;
+    waiters.swap(ready_waiters_);
+    lock.unlock();
+    HttpResponse res = ready();
+    for (Respond& r : waiters) r(res);
+    lock.lock();
+  }
 }
 
 std::string Receiver::provider_of(const std::string& path, const HttpResponse& res) const {

@@ -3,11 +3,15 @@
 #pragma once
 
 #include <atomic>
+#include <condition_variable>
 #include <cstdint>
 #include <functional>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <string>
+#include <thread>
+#include <vector>
 
 #include "common/config.h"
 #include "common/metrics.h"
@@ -46,9 +50,13 @@ class Receiver : public HttpHandler {
   void answered(const HttpRequest& req, const HttpResponse& res, double seconds) override;
 
  private:
-  void handle_webhook(const std::string& name, HttpRequest& req, Respond& respond,
-                      boost::asio::any_io_executor executor);
+  void handle_webhook(const std::string& name, HttpRequest& req, Respond& respond);
   HttpResponse ready();
+  // /readyz waits for the database (up to a second): answered from a thread
+  // of its own, never an I/O thread, one probe at a time and its answer
+  // shared by every request that waited for it.
+  void ready_async(Respond respond);
+  void ready_loop();
   // The configured provider a webhook answer belongs to, or empty.
   std::string provider_of(const std::string& path, const HttpResponse& res) const;
 
@@ -60,6 +68,11 @@ class Receiver : public HttpHandler {
   std::unique_ptr<GroupCommit> group_commit_;
   std::unique_ptr<ReceiverStats> stats_;
   std::unique_ptr<HttpListener> listener_;
+  std::mutex ready_mu_;
+  std::condition_variable ready_cv_;
+  std::vector<Respond> ready_waiters_;
+  bool ready_stop_ = false;
+  std::thread ready_thread_;
   int port_ = 0;
   bool started_ = false;
   bool stopped_ = false;

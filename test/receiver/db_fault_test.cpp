@@ -196,6 +196,29 @@ TEST_F(DbFaultTest, BlackHoleAnswers503WithinTheDeadlineAndRecovers) {
   receiver.stop();
 }
 
+// /readyz waits up to a second for a stuck database: on a thread of its
+// own, so the listener goes on answering meanwhile (here with one I/O thread,
+// which a probe run on it would hold for that second).
+TEST_F(DbFaultTest, ReadyzWaitingForAStuckDatabaseHoldsNoIoThread) {
+  Config c = fault_config();
+  c.http_threads = 1;
+  Receiver receiver(c);
+  int port = receiver.start();
+  ASSERT_EQ(get(port, "/readyz").status, 200);
+  proxy_->black_hole(true);
+  std::atomic<int> ready_status{0};
+  std::thread probe([&] { ready_status = get(port, "/readyz").status; });
+  std::this_thread::sleep_for(100ms);  // the probe is waiting for the database now
+  auto t0 = Clock::now();
+  EXPECT_EQ(get(port, "/healthz").status, 200);
+  auto took = std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - t0);
+  EXPECT_LT(took, 600ms) << took.count() << " ms behind the probe";
+  probe.join();
+  EXPECT_EQ(ready_status.load(), 503);
+  proxy_->black_hole(false);
+  receiver.stop();
+}
+
 TEST_F(DbFaultTest, SigtermFinishesWithinItsDrainTimeWhileTheDatabaseIsStuck) {
   int port = unused_loopback_port();
   std::string dir = "/tmp/inbox-dbfault-" + std::to_string(::getpid());
