@@ -1,5 +1,5 @@
 // Appending to the delivery log's stripes: the stripe lock, the chain's
-// hashes (computed here, in C++, row after row) and one INSERT per call.
+// hash (computed here, in C++, one per call) and one row per call.
 #include "delivery_log.hpp"
 
 #include <cstring>
@@ -28,27 +28,23 @@ namespace {
 // holder's committed rows whatever the isolation level (a REPEATABLE READ
 // snapshot taken before that holder committed would not).
 KeptPlan head_plan = {R"SQL(
-SELECT d.seq, d.hash FROM inbox.deliveries d WHERE d.stripe = $1 ORDER BY d.seq DESC LIMIT 1
+SELECT d.seq, d.hash FROM inbox.delivery_batches d WHERE d.stripe = $1 ORDER BY d.seq DESC LIMIT 1
 )SQL",
                       1,
                       {INT2OID},
                       nullptr};
 
+// The call's deliveries as one row of parallel arrays.
 KeptPlan append_plan = {R"SQL(
-INSERT INTO inbox.deliveries (stripe, seq, event_id, delivery, received_at, payload_kept,
-                              payload_differs, outcome, provider, external_id, source,
-                              body_hashed, signature_scheme, body_sha256, headers_sha256, hash)
-SELECT $1, $2 + t.n - 1, t.event_id, t.delivery, now(), t.kept, t.differs, t.outcome,
-       t.provider, t.external_id, $3, t.body_hashed, t.scheme, t.body_sha256, t.headers_sha256,
-       t.hash
-FROM unnest($4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15)
-     WITH ORDINALITY AS t(event_id, delivery, outcome, kept, differs, provider, external_id,
-                          body_sha256, body_hashed, scheme, headers_sha256, hash, n)
+INSERT INTO inbox.delivery_batches (stripe, seq, received_at, source, event_ids, deliveries, outcomes,
+                                    payload_kept, payload_differs, differing, providers, external_ids,
+                                    body_sha256, body_hashed, signature_schemes, headers_sha256, hash)
+VALUES ($1, $2, now(), $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16)
 )SQL",
-                        15,
+                        16,
                         {INT2OID, INT8OID, TEXTOID, INT8ARRAYOID, INT4ARRAYOID, TEXTARRAYOID,
-                         BOOLARRAYOID, BOOLARRAYOID, TEXTARRAYOID, TEXTARRAYOID, BYTEAARRAYOID,
-                         TEXTARRAYOID, TEXTARRAYOID, BYTEAARRAYOID, BYTEAARRAYOID},
+                         BOOLARRAYOID, BOOLARRAYOID, INT4OID, TEXTARRAYOID, TEXTARRAYOID,
+                         BYTEAARRAYOID, TEXTARRAYOID, TEXTARRAYOID, BYTEAARRAYOID, BYTEAOID},
                         nullptr};
 
 // The stripe's head: its last seq and hash (0 and zeros when empty).
@@ -181,14 +177,14 @@ void append_deliveries(int stripe, Datum source, const Delivery *rows, int count
 
   struct Columns {
     Datum *event_ids, *deliveries, *outcomes, *kept, *differs, *providers, *external_ids;
-    Datum *body_sha256, *body_hashed, *schemes, *headers_sha256, *hashes;
+    Datum *body_sha256, *body_hashed, *schemes, *headers_sha256;
     bool *event_nulls, *delivery_nulls, *scheme_nulls, *header_nulls;
   };
   Columns c = pg_call([&] {
     Columns k{};
-    for (Datum **column : {&k.event_ids, &k.deliveries, &k.outcomes, &k.kept, &k.differs,
-                           &k.providers, &k.external_ids, &k.body_sha256, &k.body_hashed,
-                           &k.schemes, &k.headers_sha256, &k.hashes})
+    for (Datum **column :
+         {&k.event_ids, &k.deliveries, &k.outcomes, &k.kept, &k.differs, &k.providers,
+          &k.external_ids, &k.body_sha256, &k.body_hashed, &k.schemes, &k.headers_sha256})
       *column = static_cast<Datum *>(palloc(sizeof(Datum) * count));
     for (bool **column : {&k.event_nulls, &k.delivery_nulls, &k.scheme_nulls, &k.header_nulls})
       *column = static_cast<bool *>(palloc0(sizeof(bool) * count));
@@ -197,13 +193,16 @@ void append_deliveries(int stripe, Datum source, const Delivery *rows, int count
 
   Hasher hasher;
   int64 received = received_unix_us();
-  Sha256 prev;
-  std::memcpy(prev.data(), head.hash, prev.size());
+  // One line per delivery, hashed once after the previous row's hash.
+  std::string message;
+  message.reserve(static_cast<size_t>(count) * 320);
+  int differing = 0;
   for (int i = 0; i < count; ++i) {
     const Delivery &d = rows[i];
     ChainFields f;
     f.stripe = stripe;
-    f.seq = head.seq + 1 + i;
+    f.seq = head.seq + 1;
+    f.item = i + 1;
     if (!d.event_null) f.event_id = d.event_id;
     if (!d.delivery_null) f.delivery = d.delivery;
     f.received_unix_us = received;
@@ -224,9 +223,9 @@ void append_deliveries(int stripe, Datum source, const Delivery *rows, int count
     if (!d.scheme_null) f.signature_scheme = text_bytes(d.scheme);
     if (!d.headers_null) f.headers_sha256 = hasher.jsonb_text(d.headers);
 
-    std::string message = chain_message(f);
-    prev = hasher.digest(
-        {std::string_view(reinterpret_cast<const char *>(prev.data()), prev.size()), message});
+    if (i > 0) message += '\n';
+    message += chain_message(f);
+    differing += d.differs ? 1 : 0;
 
     c.event_ids[i] = Int64GetDatum(d.event_id);
     c.event_nulls[i] = d.event_null;
@@ -241,12 +240,15 @@ void append_deliveries(int stripe, Datum source, const Delivery *rows, int count
     c.body_sha256[i] = bytea_of(f.body_sha256);
     c.headers_sha256[i] = f.headers_sha256 ? bytea_of(*f.headers_sha256) : (Datum)0;
     c.header_nulls[i] = !f.headers_sha256;
-    c.hashes[i] = bytea_of(prev);
     const char *outcome = d.outcome;
     const char *hashed = d.raw_null ? "jsonb" : "raw";
     c.outcomes[i] = pg_call([&] { return CStringGetTextDatum(outcome); });
     c.body_hashed[i] = pg_call([&] { return CStringGetTextDatum(hashed); });
   }
+
+  Sha256 hash = hasher.digest(
+      {std::string_view(reinterpret_cast<const char *>(head.hash), sizeof(head.hash)), message});
+  Datum hash_datum = bytea_of(hash);
 
   pg_call([&] {
     int dims[1] = {count};
@@ -255,7 +257,7 @@ void append_deliveries(int stripe, Datum source, const Delivery *rows, int count
       return PointerGetDatum(
           construct_md_array(values, nulls, 1, dims, lbs, type, len, byval, align));
     };
-    Datum args[15] = {
+    Datum args[16] = {
         Int16GetDatum(static_cast<int16>(stripe)),
         Int64GetDatum(head.seq + 1),
         source,
@@ -264,13 +266,14 @@ void append_deliveries(int stripe, Datum source, const Delivery *rows, int count
         array(c.outcomes, nullptr, TEXTOID, -1, false, TYPALIGN_INT),
         array(c.kept, nullptr, BOOLOID, 1, true, TYPALIGN_CHAR),
         array(c.differs, nullptr, BOOLOID, 1, true, TYPALIGN_CHAR),
+        Int32GetDatum(differing),
         array(c.providers, nullptr, TEXTOID, -1, false, TYPALIGN_INT),
         array(c.external_ids, nullptr, TEXTOID, -1, false, TYPALIGN_INT),
         array(c.body_sha256, nullptr, BYTEAOID, -1, false, TYPALIGN_INT),
         array(c.body_hashed, nullptr, TEXTOID, -1, false, TYPALIGN_INT),
         array(c.schemes, c.scheme_nulls, TEXTOID, -1, false, TYPALIGN_INT),
         array(c.headers_sha256, c.header_nulls, BYTEAOID, -1, false, TYPALIGN_INT),
-        array(c.hashes, nullptr, BYTEAOID, -1, false, TYPALIGN_INT)};
+        hash_datum};
     execute_kept(append_plan, args, nullptr, false, 0);
   });
 }

@@ -1,6 +1,7 @@
-// The delivery log (issue 12): ingest's side. Rows of inbox.deliveries are
-// appended to one of kLogStripes hash chains; sql/src/15_delivery_log.sql
-// holds the table, the seals and inbox.verify_log.
+// The delivery log (issue 12): ingest's side. A call's deliveries are one
+// row of inbox.delivery_batches, appended to one of kLogStripes hash
+// chains; sql/src/15_delivery_log.sql holds the table, the seals and
+// inbox.verify_log.
 #pragma once
 
 #include "postgres.hpp"
@@ -42,8 +43,8 @@ bool delivery_log_on(int nargs);
 // waits for a stripe while holding rows another stripe holder wants.
 int take_stripe();
 
-// Appends rows, in order, after the last row of stripe. Call inside
-// spi_call; Postgres errors come out as PostgresError.
+// Appends one row holding the deliveries, in order, after the last row of
+// stripe. Call inside spi_call; Postgres errors come out as PostgresError.
 void append_deliveries(int stripe, Datum source, const Delivery *rows, int count);
 
 }  // namespace pg_inbox

@@ -110,17 +110,28 @@ FROM known LEFT JOIN upserted u ON true
 
 // The deliveries of processed events (duplicates), for the log: per id,
 // the event's id (NULL when its row is gone) and the last delivery number
-// it had, from its count or its log rows, whichever is higher (each a probe).
+// it had before this call's copies: its count plus its duplicates so far,
+// which the upsert of inbox.delivery_duplicates adds the copies to (a row
+// per event, not an index entry per delivery; in key order, so concurrent
+// calls lock those rows in one order).
 KeptPlan duplicate_plan = {R"SQL(
-SELECT x.id, greatest((SELECT e.delivery_count FROM inbox.events e WHERE e.id = x.id),
-                      (SELECT max(d.delivery) FROM inbox.deliveries d WHERE d.event_id = x.id))::bigint
-FROM (SELECT t.n, (SELECT e.id FROM inbox.events e
-                   WHERE e.provider = t.provider AND e.external_id = t.external_id) AS id
-      FROM unnest($1, $2) WITH ORDINALITY AS t(provider, external_id, n)) x
+WITH x AS (
+    SELECT t.n, t.copies, e.id, e.delivery_count
+    FROM unnest($1, $2, $3) WITH ORDINALITY AS t(provider, external_id, copies, n)
+    LEFT JOIN LATERAL (SELECT e.id, e.delivery_count FROM inbox.events e
+                       WHERE e.provider = t.provider AND e.external_id = t.external_id) e ON true
+), counted AS (
+    INSERT INTO inbox.delivery_duplicates AS c (event_id, duplicates)
+    SELECT x.id, x.copies FROM x WHERE x.id IS NOT NULL ORDER BY x.n
+    ON CONFLICT (event_id) DO UPDATE SET duplicates = c.duplicates + EXCLUDED.duplicates
+    RETURNING c.event_id, c.duplicates
+)
+SELECT x.id, (x.delivery_count + c.duplicates - x.copies)::bigint
+FROM x LEFT JOIN counted c ON c.event_id = x.id
 ORDER BY x.n
 )SQL",
-                           2,
-                           {TEXTARRAYOID, TEXTARRAYOID},
+                           3,
+                           {TEXTARRAYOID, TEXTARRAYOID, INT4ARRAYOID},
                            nullptr};
 
 // One event's fields as the checks see them; pointers into Postgres memory.
@@ -336,18 +347,21 @@ void find_duplicates(const BatchArrays &batch, const Grouped &g, const char *sta
   int ids = static_cast<int>(g.last.size());
   auto *providers = static_cast<Datum *>(palloc(sizeof(Datum) * ids));
   auto *external_ids = static_cast<Datum *>(palloc(sizeof(Datum) * ids));
+  auto *copies = static_cast<Datum *>(palloc(sizeof(Datum) * ids));
   auto *places = static_cast<int *>(palloc(sizeof(int) * ids));
   int n = 0;
   for (int k = 0; k < ids; ++k) {
     if (states[k] != 'n') continue;
     providers[n] = batch.providers[g.last[k]];
     external_ids[n] = batch.external_ids[g.last[k]];
+    copies[n] = Int32GetDatum(g.copies[k]);
     places[n++] = k;
   }
   if (n == 0) return;
-  Datum args[2] = {
+  Datum args[3] = {
       PointerGetDatum(construct_array(providers, n, TEXTOID, -1, false, TYPALIGN_INT)),
-      PointerGetDatum(construct_array(external_ids, n, TEXTOID, -1, false, TYPALIGN_INT))};
+      PointerGetDatum(construct_array(external_ids, n, TEXTOID, -1, false, TYPALIGN_INT)),
+      PointerGetDatum(construct_array(copies, n, INT4OID, 4, true, TYPALIGN_INT))};
   execute_kept(duplicate_plan, args, nullptr, false, 0);
   for (int row = 0; row < n; ++row) {
     bool id_null, count_null;
@@ -535,9 +549,11 @@ INBOX_SQL_FUNCTION(inbox_ingest) {
     d.kept = !duplicate && !kept_null;
     d.differs = d.kept && differs(args[2], kept);
     if (duplicate) {
-      Datum keys[2] = {
+      Datum one = Int32GetDatum(1);
+      Datum keys[3] = {
           PointerGetDatum(construct_array(&args[0], 1, TEXTOID, -1, false, TYPALIGN_INT)),
-          PointerGetDatum(construct_array(&args[1], 1, TEXTOID, -1, false, TYPALIGN_INT))};
+          PointerGetDatum(construct_array(&args[1], 1, TEXTOID, -1, false, TYPALIGN_INT)),
+          PointerGetDatum(construct_array(&one, 1, INT4OID, 4, true, TYPALIGN_INT))};
       execute_kept(duplicate_plan, keys, nullptr, false, 0);
       d.event_id = result_int64(0, 1, &d.event_null);
       d.delivery = static_cast<int32>(result_int64(0, 2, &d.delivery_null)) + 1;

@@ -29,7 +29,8 @@ std::string hex(const Sha256 &digest) {
 std::string chain_message(const ChainFields &row) {
   std::string out;
   out.reserve(256 + row.provider.size() + row.external_id.size());
-  out += std::to_string(row.stripe) + '|' + std::to_string(row.seq) + '|';
+  out += std::to_string(row.stripe) + '|' + std::to_string(row.seq) + '|' +
+         std::to_string(row.item) + '|';
   out += row.event_id ? std::to_string(*row.event_id) : "~";
   out += '|';
   out += row.delivery ? std::to_string(*row.delivery) : "~";

@@ -1,5 +1,5 @@
-// The delivery log's chain (issue 12): what a row's hash covers. Pure C++:
-// the same encoding as inbox._delivery_message() in
+// The delivery log's chain (issue 12): what a call's row hashes. Pure C++:
+// the same encoding as inbox._batch_message() in
 // sql/src/15_delivery_log.sql, which inbox.verify_log recomputes.
 #pragma once
 
@@ -13,10 +13,11 @@ namespace pg_inbox {
 
 using Sha256 = std::array<unsigned char, 32>;
 
-// One row of inbox.deliveries, as hashed.
+// One delivery of a call's row of inbox.delivery_batches, as hashed.
 struct ChainFields {
   int stripe = 0;
-  int64_t seq = 0;
+  int64_t seq = 0;  // the call's row
+  int item = 0;     // the delivery's place in the call, from 1
   std::optional<int64_t> event_id;
   std::optional<int32_t> delivery;
   int64_t received_unix_us = 0;  // received_at, microseconds since 1970
@@ -29,8 +30,9 @@ struct ChainFields {
   std::optional<Sha256> headers_sha256;
 };
 
-// The bytes hashed after the previous row's hash: fields joined by '|',
-// text as "<bytes>:<text>", NULL as "~", hashes in lowercase hex.
+// One delivery's line of the bytes a call's row hashes after the previous
+// row's hash (the lines joined by '\n'): fields joined by '|', text as
+// "<bytes>:<text>", NULL as "~", hashes in lowercase hex.
 std::string chain_message(const ChainFields &row);
 
 std::string hex(const Sha256 &digest);

@@ -550,13 +550,16 @@ BEGIN
       FROM inbox.events e WHERE e.processed_at IS NULL;
 
     -- Re-deliveries whose body differed from the payload a worker was
-    -- processing (kept: issue 12), from the delivery log's partial index.
-    -- Like the outbox's dead messages below, the minutes of the last hour
-    -- are counted again, not added to, so a late commit is counted once.
+    -- processing (kept: issue 12), from the delivery log's partial index
+    -- (calls with such a body). Like the outbox's dead messages below, the
+    -- minutes of the last hour are counted again, not added to, so a late
+    -- commit is counted once.
     INSERT INTO inbox.stats_minute AS m (provider, minute, payload_changed)
-    SELECT d.provider, date_trunc('minute', d.received_at), count(*)
-      FROM inbox.deliveries d
-     WHERE d.payload_differs AND d.received_at >= date_trunc('minute', now() - interval '1 hour')
+    SELECT t.provider, date_trunc('minute', b.received_at), count(*)
+      FROM inbox.delivery_batches b
+     CROSS JOIN LATERAL unnest(b.providers, b.payload_differs) AS t(provider, differs)
+     WHERE b.differing > 0 AND b.received_at >= date_trunc('minute', now() - interval '1 hour')
+       AND t.differs
      GROUP BY 1, 2
     ON CONFLICT ON CONSTRAINT stats_minute_pkey DO UPDATE SET payload_changed = EXCLUDED.payload_changed;
 

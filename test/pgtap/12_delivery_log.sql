@@ -1,27 +1,31 @@
 -- Issue 12: a re-delivery never changes the payload a worker holds, and
--- every delivery is a row of the hash-chained log inbox.deliveries, which
+-- every delivery is a row of the log inbox.deliveries (a view over
+-- inbox.delivery_batches: one hash-chained row per ingest call), which
 -- inbox.verify_log checks (tampering as a superuser with the triggers off
 -- included) and inbox.seal_log seals.
 BEGIN;
-SELECT plan(72);
+SELECT plan(77);
 
 SELECT inbox.register_provider('stripe');
 CREATE FUNCTION pg_temp.log(ext text) RETURNS TABLE (delivery int, outcome text, kept boolean, differs boolean)
 LANGUAGE sql AS $$
     SELECT d.delivery, d.outcome, d.payload_kept, d.payload_differs FROM inbox.deliveries d
-     WHERE d.external_id = ext ORDER BY d.stripe, d.seq
+     WHERE d.external_id = ext ORDER BY d.stripe, d.seq, d.item
 $$;
 
 -- Structure.
-SELECT has_table('inbox', 'deliveries', 'inbox.deliveries exists');
+SELECT has_table('inbox', 'delivery_batches', 'inbox.delivery_batches exists');
+SELECT has_view('inbox', 'deliveries', 'inbox.deliveries is a view');
 SELECT has_table('inbox', 'log_seals', 'inbox.log_seals exists');
 SELECT has_function('inbox', 'verify_log', ARRAY['timestamp with time zone', 'timestamp with time zone'],
                     'inbox.verify_log exists');
 SELECT has_function('inbox', 'seal_log', ARRAY[]::text[], 'inbox.seal_log exists');
 SELECT is(inbox._log_stripes(), 16, 'sixteen stripes');
 SELECT is((SELECT count(*)::int FROM pg_extension e, unnest(e.extconfig) c
-            WHERE e.extname = 'pg_inbox' AND c IN ('inbox.deliveries'::regclass, 'inbox.log_seals'::regclass)),
-          2, 'both tables are dumped with their rows');
+            WHERE e.extname = 'pg_inbox'
+              AND c IN ('inbox.delivery_batches'::regclass, 'inbox.delivery_duplicates'::regclass,
+                        'inbox.log_seals'::regclass)),
+          3, 'the log''s tables are dumped with their rows');
 
 -- No silent overwrite: pending events are refreshed, processing ones kept.
 SELECT is(inbox.ingest('stripe', 'p1', '{"amount": 100}', '{"h": 1}'), 'inserted', 'first delivery');
@@ -60,6 +64,11 @@ SELECT is(inbox.ingest_batch(ARRAY['stripe', 'stripe', 'stripe'], ARRAY['b1', 'b
           ARRAY['inserted', 'inserted', 'updated'], 'a batch with an id twice');
 SELECT results_eq($$ SELECT * FROM pg_temp.log('b1') $$, $$ VALUES (1, 'inserted', false, false), (2, 'updated', false, false) $$,
                   'its copies are deliveries 1 and 2');
+SELECT results_eq($$ SELECT count(DISTINCT (stripe, seq))::int, array_agg(item ORDER BY item) FROM inbox.deliveries
+                      WHERE external_id IN ('b1', 'b2') $$,
+                  $$ VALUES (1, ARRAY[1, 2, 3]) $$, 'a call is one stored row, its deliveries items 1 to 3');
+SELECT is((SELECT duplicates FROM inbox.delivery_duplicates d JOIN inbox.events e ON e.id = d.event_id
+            WHERE e.external_id = 'p1'), 3, 'the duplicates of an event are counted in one row');
 SELECT is((SELECT count(*)::int FROM inbox.deliveries d JOIN inbox.events e ON e.id = d.event_id
             WHERE e.external_id <> d.external_id OR e.provider <> d.provider), 0,
           'every row names its event by id, provider and external id');
@@ -132,7 +141,7 @@ SET LOCAL ROLE inbox_receiver;
 SELECT throws_ok($$ SET pg_inbox.delivery_log = off $$, '42501', NULL, 'the receiver cannot turn the log off');
 SELECT is(inbox.ingest('stripe', 'r1', '{}'), 'inserted', 'the receiver ingests ...');
 SELECT throws_ok($$ SELECT * FROM inbox.deliveries $$, '42501', NULL, '... but cannot read the log');
-SELECT throws_ok($$ INSERT INTO inbox.deliveries SELECT * FROM inbox.deliveries $$, '42501', NULL,
+SELECT throws_ok($$ INSERT INTO inbox.delivery_batches SELECT * FROM inbox.delivery_batches $$, '42501', NULL,
                  '... nor write it');
 SELECT throws_ok($$ SELECT inbox.seal_log() $$, '42501', NULL, '... nor seal it');
 RESET ROLE;
@@ -141,12 +150,14 @@ SELECT throws_ok($$ SELECT * FROM inbox.deliveries $$, '42501', NULL, 'the worke
 RESET ROLE;
 
 -- Append-only, even for the owner.
-SELECT throws_ok($$ UPDATE inbox.deliveries SET outcome = 'updated' $$, '42501',
-                 'inbox.deliveries is append-only: UPDATE refused', 'UPDATE refused to the owner');
-SELECT throws_ok($$ DELETE FROM inbox.deliveries $$, '42501',
-                 'inbox.deliveries is append-only: DELETE refused', 'DELETE refused to the owner');
-SELECT throws_ok($$ TRUNCATE inbox.deliveries $$, '42501',
-                 'inbox.deliveries is append-only: TRUNCATE refused', 'TRUNCATE refused to the owner');
+SELECT throws_ok($$ UPDATE inbox.delivery_batches SET outcomes = outcomes $$, '42501',
+                 'inbox.delivery_batches is append-only: UPDATE refused', 'UPDATE refused to the owner');
+SELECT throws_ok($$ DELETE FROM inbox.delivery_batches $$, '42501',
+                 'inbox.delivery_batches is append-only: DELETE refused', 'DELETE refused to the owner');
+SELECT throws_ok($$ TRUNCATE inbox.delivery_batches $$, '42501',
+                 'inbox.delivery_batches is append-only: TRUNCATE refused', 'TRUNCATE refused to the owner');
+SELECT throws_ok($$ UPDATE inbox.deliveries SET outcome = 'updated' $$, NULL, NULL,
+                 'the view cannot be updated either');
 
 -- verify_log on an honest log, and seals.
 SELECT is_empty($$ SELECT * FROM inbox.verify_log() $$, 'an honest log verifies');
@@ -158,7 +169,7 @@ SELECT throws_ok($$ DELETE FROM inbox.log_seals $$, '42501', NULL, 'seals cannot
 SELECT inbox.ingest('stripe', 'after_seal', '{}');
 SELECT isnt(inbox.seal_log(), NULL, 'a second seal after new rows');
 SELECT is((SELECT seqs[1] FROM inbox.log_seals ORDER BY id DESC LIMIT 1),
-          (SELECT max(seq) FROM inbox.deliveries WHERE stripe = 0), 'a seal holds each stripe''s last seq');
+          (SELECT max(seq) FROM inbox.delivery_batches WHERE stripe = 0), 'a seal holds each stripe''s last seq');
 SELECT is_empty($$ SELECT * FROM inbox.verify_log(now() - interval '1 day', now() + interval '1 day') $$,
                 'a range verifies');
 SELECT is_empty($$ SELECT * FROM inbox.verify_log(NULL, NULL) $$, 'NULL bounds: everything');
@@ -166,37 +177,44 @@ SELECT throws_ok($$ SELECT * FROM inbox.verify_log(now(), now() - interval '1 se
                  'from after to is refused');
 
 -- Tampering as a superuser, triggers disabled: each is found.
-ALTER TABLE inbox.deliveries DISABLE TRIGGER USER;
+ALTER TABLE inbox.delivery_batches DISABLE TRIGGER USER;
 ALTER TABLE inbox.log_seals DISABLE TRIGGER USER;
 CREATE TEMP TABLE target AS SELECT stripe, seq FROM inbox.deliveries WHERE external_id = 'p1' AND delivery = 3;
 SAVEPOINT t;
-UPDATE inbox.deliveries d SET payload_differs = false FROM target t WHERE d.stripe = t.stripe AND d.seq = t.seq;
+UPDATE inbox.delivery_batches d SET payload_differs = '{f}', differing = 0
+  FROM target t WHERE d.stripe = t.stripe AND d.seq = t.seq;
 SELECT results_eq($$ SELECT stripe, seq, problem FROM inbox.verify_log() $$,
                   $$ SELECT stripe::int, seq, 'the row does not match its hash or the row before it' FROM target $$,
                   'an edited row is found');
 ROLLBACK TO t;
-UPDATE inbox.deliveries d SET body_sha256 = sha256('forged') FROM target t WHERE d.stripe = t.stripe AND d.seq = t.seq;
-UPDATE inbox.deliveries d SET hash = sha256((SELECT p.hash FROM inbox.deliveries p
-                                              WHERE p.stripe = d.stripe AND p.seq = d.seq - 1)
-                                            || inbox._delivery_message(d))
+UPDATE inbox.delivery_batches d SET differing = 0 FROM target t WHERE d.stripe = t.stripe AND d.seq = t.seq;
+SELECT results_eq($$ SELECT stripe, seq, problem FROM inbox.verify_log() $$,
+                  $$ SELECT stripe::int, seq, 'the row does not match its hash or the row before it' FROM target $$,
+                  'an edited count of differing bodies (what the rollups read) is found');
+ROLLBACK TO t;
+UPDATE inbox.delivery_batches d SET body_sha256 = ARRAY[sha256('forged')]
+  FROM target t WHERE d.stripe = t.stripe AND d.seq = t.seq;
+UPDATE inbox.delivery_batches d SET hash = sha256((SELECT p.hash FROM inbox.delivery_batches p
+                                                    WHERE p.stripe = d.stripe AND p.seq = d.seq - 1)
+                                                  || inbox._batch_message(d))
   FROM target t WHERE d.stripe = t.stripe AND d.seq = t.seq;
 SELECT results_eq($$ SELECT stripe, seq, problem FROM inbox.verify_log() $$,
                   $$ SELECT stripe::int, seq + 1, 'the row does not match its hash or the row before it' FROM target $$,
                   'an edited row with its own hash recomputed breaks the next link');
 ROLLBACK TO t;
-DELETE FROM inbox.deliveries d USING target t WHERE d.stripe = t.stripe AND d.seq = t.seq;
+DELETE FROM inbox.delivery_batches d USING target t WHERE d.stripe = t.stripe AND d.seq = t.seq;
 SELECT results_eq($$ SELECT stripe, seq, problem FROM inbox.verify_log() $$,
                   $$ SELECT stripe::int, seq, format('rows %s to %s are missing', seq, seq) FROM target $$,
                   'a deleted row is found');
 ROLLBACK TO t;
-UPDATE inbox.deliveries d SET seq = d.seq + 1000000 FROM target t WHERE d.stripe = t.stripe AND d.seq IN (t.seq, t.seq + 1);
-UPDATE inbox.deliveries d SET seq = CASE WHEN d.seq - 1000000 = t.seq THEN t.seq + 1 ELSE t.seq END
+UPDATE inbox.delivery_batches d SET seq = d.seq + 1000000 FROM target t WHERE d.stripe = t.stripe AND d.seq IN (t.seq, t.seq + 1);
+UPDATE inbox.delivery_batches d SET seq = CASE WHEN d.seq - 1000000 = t.seq THEN t.seq + 1 ELSE t.seq END
   FROM target t WHERE d.stripe = t.stripe AND d.seq IN (t.seq + 1000000, t.seq + 1000001);
 SELECT results_eq($$ SELECT stripe, seq, problem FROM inbox.verify_log() $$,
                   $$ SELECT stripe::int, seq, 'the row does not match its hash or the row before it' FROM target $$,
                   'two rows swapped are found');
 ROLLBACK TO t;
-DELETE FROM inbox.deliveries d WHERE d.stripe = 0 AND d.seq >= (SELECT seqs[1] FROM inbox.log_seals ORDER BY id DESC LIMIT 1);
+DELETE FROM inbox.delivery_batches d WHERE d.stripe = 0 AND d.seq >= (SELECT seqs[1] FROM inbox.log_seals ORDER BY id DESC LIMIT 1);
 SELECT results_eq($$ SELECT stripe, seq, seal_id, problem FROM inbox.verify_log() $$,
                   $$ SELECT 0, seqs[1], id, 'the row this seal sealed is missing or changed: rows were removed or rewritten'
                        FROM inbox.log_seals ORDER BY id DESC LIMIT 1 $$,
@@ -213,7 +231,7 @@ SELECT results_eq($$ SELECT seal_id, problem FROM inbox.verify_log() $$,
                   'a deleted seal breaks the next one');
 ROLLBACK TO t;
 SELECT is_empty($$ SELECT * FROM inbox.verify_log() $$, 'undone: the log verifies again');
-ALTER TABLE inbox.deliveries ENABLE TRIGGER USER;
+ALTER TABLE inbox.delivery_batches ENABLE TRIGGER USER;
 ALTER TABLE inbox.log_seals ENABLE TRIGGER USER;
 
 -- The payload_changed rollup (check payload_changed_processing) counts
