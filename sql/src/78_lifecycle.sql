@@ -273,6 +273,8 @@ BEGIN
                    FOR UPDATE SKIP LOCKED
             ), history AS (
                 DELETE FROM inbox.event_history h USING doomed WHERE h.event_id = doomed.id
+            ), duplicate_counts AS (
+                DELETE FROM inbox.delivery_duplicates d USING doomed WHERE d.event_id = doomed.id
             )
             DELETE FROM inbox.events e USING doomed WHERE e.id = doomed.id;
             GET DIAGNOSTICS n = ROW_COUNT;

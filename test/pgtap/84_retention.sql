@@ -2,7 +2,7 @@
 -- keeps the row as the dedup key (a re-delivery is still a duplicate); after
 -- the dedup horizon the row goes, and a re-delivery is a new event.
 BEGIN;
-SELECT plan(44);
+SELECT plan(47);
 
 SELECT has_function('inbox', 'configure_retention', ARRAY['text', 'interval', 'interval'], 'configure_retention exists');
 SELECT has_function('inbox', 'purge', ARRAY['interval', 'integer'], 'purge exists');
@@ -58,6 +58,11 @@ UPDATE inbox.events SET processed_at = now() - interval '40 days' WHERE external
 UPDATE inbox.events SET processed_at = now() - interval '100 days' WHERE external_id IN ('s3', 's4');
 UPDATE inbox.events SET status = 'dead', processed_at = now() - interval '100 days' WHERE external_id = 's5';
 SELECT count(*) FROM inbox.claim(1, '1 hour', 'stripe');
+-- s3 had a duplicate: the log counts it in inbox.delivery_duplicates.
+SELECT is(inbox.ingest('stripe', 's3', '{"n": 3}'), 'duplicate', 's3 is delivered again while it is kept');
+SELECT is((SELECT count(*)::int FROM inbox.delivery_duplicates d JOIN inbox.events e ON e.id = d.event_id
+            WHERE e.external_id = 's3'), 1, 'its duplicate is counted');
+CREATE TEMP TABLE s3_id AS SELECT id FROM inbox.events WHERE external_id = 's3';
 UPDATE inbox.events SET first_received_at = now() - interval '200 days' WHERE provider = 'stripe';
 -- s4 is named by an open backfill request: its row must stay.
 INSERT INTO inbox.backfill_requests (provider, external_id) VALUES ('stripe', 's4');
@@ -70,6 +75,8 @@ SELECT is(inbox.purge(), '{"more": false, "rows_deleted": 2, "payloads_purged": 
 SELECT is(pg_temp.row('s1'), 'done/null/-/t', 'a purged event keeps its row and status, payload and headers gone');
 SELECT is(pg_temp.row('s3'), NULL, 'a done event past the dedup horizon is deleted');
 SELECT is(pg_temp.row('s5'), NULL, 'a dead one too');
+SELECT is((SELECT count(*)::int FROM inbox.delivery_duplicates d JOIN s3_id ON s3_id.id = d.event_id), 0,
+          'with the row goes its duplicate count');
 SELECT is(pg_temp.row('s4'), 'done/null/-/t', 'a row an open backfill request names stays');
 SELECT is(pg_temp.row('s6'), 'processing/{"n": 6}/{"h": "1"}/f', 'a processing event is untouched, however old');
 SELECT is(pg_temp.row('s7'), 'pending/{"n": 7}/{"h": "1"}/f', 'a pending event is untouched');
