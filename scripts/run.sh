@@ -109,7 +109,11 @@ PGOPTIONS='-c client_min_messages=warning' psql -X -q -c "ALTER EXTENSION pg_inb
 # changes, so real upgrades always go through ALTER EXTENSION above).
 script=$(psql -X -At -c "SELECT 'sql/pg_inbox--' || extversion || '.sql' FROM pg_extension WHERE extname = 'pg_inbox'")
 script_sum=$(md5sum "$script" 2>/dev/null | cut -d' ' -f1)
-made_with=$(cat "$dir/extension.md5" 2>/dev/null || { [ -n "${cluster_created:-}" ] && echo "$script_sum"; } || echo unknown)
+if [ -n "${cluster_created:-}" ]; then
+  made_with=$script_sum
+else
+  made_with=$(cat "$dir/extension.md5" 2>/dev/null || echo unknown)
+fi
 if [ -n "$script_sum" ] && [ "$made_with" != "$script_sum" ]; then
   echo "make run: $script changed since this demo cluster was made: making the extension again (its events are dropped)"
   PGOPTIONS='-c client_min_messages=warning' psql -X -q -v ON_ERROR_STOP=1 \
