@@ -47,9 +47,11 @@ COMMENT ON TABLE inbox.providers IS
   'Webhook providers whose events inbox.ingest accepts; NULL settings fall back on pg_inbox.* GUCs';
 
 -- One row per event, identified by (provider, external_id). Fixed-width
--- columns first, payload last (TOASTed when large, never rewritten by
--- claim/complete/fail). The only partial index is on a column claim does not
--- change, so claims are HOT updates; see README "Storage and vacuum".
+-- columns first, payload after them (TOASTed when large, never rewritten by
+-- claim/complete/fail). No index covers a column claim changes, so a claim
+-- is a HOT update when its page has room: fillfactor 50 leaves every row room
+-- for one more version (at 80, 600-byte rows left room for a fifth of a
+-- page's claims); see README "Storage and vacuum".
 CREATE TABLE inbox.events (
     id                bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
     attempts          int NOT NULL DEFAULT 0,
@@ -80,7 +82,7 @@ CREATE TABLE inbox.events (
     CONSTRAINT events_terminal_has_processed_at
       CHECK ((status IN ('done', 'dead')) = (processed_at IS NOT NULL))
 ) WITH (
-    fillfactor = 80,
+    fillfactor = 50,
     autovacuum_vacuum_scale_factor = 0.02,
     autovacuum_vacuum_insert_scale_factor = 0.05,
     autovacuum_analyze_scale_factor = 0.05,
