@@ -23,8 +23,8 @@ SELECT indexes_are('inbox', 'events',
 SELECT is((SELECT pg_get_expr(indpred, indrelid) FROM pg_index
             WHERE indexrelid = 'inbox.events_open_idx'::regclass),
           '(processed_at IS NULL)', 'claim index is partial on open events');
-SELECT ok((SELECT reloptions @> ARRAY['fillfactor=80'] FROM pg_class
-            WHERE oid = 'inbox.events'::regclass), 'events leaves room for HOT updates');
+SELECT ok((SELECT reloptions @> ARRAY['fillfactor=50'] FROM pg_class
+            WHERE oid = 'inbox.events'::regclass), 'events leaves every row room for one HOT update');
 
 SELECT has_function('inbox', 'ingest', ARRAY['text', 'text', 'jsonb', 'jsonb', 'text', 'bytea', 'text']);
 SELECT has_function('inbox', 'ingest_batch', ARRAY['text[]', 'text[]', 'jsonb[]', 'jsonb[]', 'text', 'bytea[]', 'text[]']);
