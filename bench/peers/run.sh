@@ -55,6 +55,10 @@ peers "W2 one event per transaction" 32 1 \
   "$core/raw_ingest_one.sql" pgmq_send.sql w2 "$core/ingest_one.sql"
 # The drain needs a backlog none of the rounds can empty: 4 workers.
 psql -X -q -v ON_ERROR_STOP=1 -v backlog=$((rounds * seconds * 40000)) -f populate.sql >/dev/null
+# Plus what W1 and W2 left pending; pg-boss's fetch sorts all of it (README).
+psql -X -At -F ' ' -c "SELECT 'W4 pending at start: raw', (SELECT count(*) FROM bench.raw_events WHERE status = 'pending'),
+  'pgmq', (SELECT count(*) FROM pgmq.q_bench), 'pg-boss', (SELECT count(*) FROM pgboss.job WHERE name = 'bench' AND state < 'active'),
+  'pg_inbox', (SELECT count(*) FROM inbox.events WHERE status = 'pending')"
 peers "W4 drain: claim 100 + complete, 4 workers" 4 100 \
   "$core/raw_claim_complete.sql" pgmq_drain.sql w4 "$core/claim_complete_batch.sql"
 
