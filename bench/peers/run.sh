@@ -41,7 +41,7 @@ peers() {  # label clients rows_per_tx raw pgmq boss_workload inbox
     b=$(boss "$6" "$2"); o=$(echo "$(tps "$7" "$2") * $3" | bc -l)
     raw=$(echo "$raw + $r" | bc -l); mq=$(echo "$mq + $m" | bc -l)
     bo=$(echo "$bo + $b" | bc -l); ours=$(echo "$ours + $o" | bc -l)
-    each="$each $(printf '%.2f/%.2f/%.2f' "$(echo "$m / $r" | bc -l)" "$(echo "$b / $r" | bc -l)" \
+    each="$each $(printf '%#.3g/%#.3g/%#.3g' "$(echo "$m / $r" | bc -l)" "$(echo "$b / $r" | bc -l)" \
       "$(echo "$o / $r" | bc -l)")"
   done
   printf '%-42s %7d %9.0f %9.0f %9.0f %9.0f %s\n' "$1" "$2" "$(echo "$raw / $rounds" | bc -l)" \
