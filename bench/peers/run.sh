@@ -41,7 +41,7 @@ peers() {  # label clients rows_per_tx raw pgmq boss_workload inbox
     b=$(boss "$6" "$2"); o=$(echo "$(tps "$7" "$2") * $3" | bc -l)
     raw=$(echo "$raw + $r" | bc -l); mq=$(echo "$mq + $m" | bc -l)
     bo=$(echo "$bo + $b" | bc -l); ours=$(echo "$ours + $o" | bc -l)
-    each="$each $(printf '%.2f/%.2f/%.2f' "$(echo "$m / $r" | bc -l)" "$(echo "$b / $r" | bc -l)" \
+    each="$each $(printf '%#.3g/%#.3g/%#.3g' "$(echo "$m / $r" | bc -l)" "$(echo "$b / $r" | bc -l)" \
       "$(echo "$o / $r" | bc -l)")"
   done
   printf '%-42s %7d %9.0f %9.0f %9.0f %9.0f %s\n' "$1" "$2" "$(echo "$raw / $rounds" | bc -l)" \
@@ -55,6 +55,10 @@ peers "W2 one event per transaction" 32 1 \
   "$core/raw_ingest_one.sql" pgmq_send.sql w2 "$core/ingest_one.sql"
 # The drain needs a backlog none of the rounds can empty: 4 workers.
 psql -X -q -v ON_ERROR_STOP=1 -v backlog=$((rounds * seconds * 40000)) -f populate.sql >/dev/null
+# Plus what W1 and W2 left pending; pg-boss's fetch sorts all of it (README).
+psql -X -At -F ' ' -c "SELECT 'W4 pending at start: raw', (SELECT count(*) FROM bench.raw_events WHERE status = 'pending'),
+  'pgmq', (SELECT count(*) FROM pgmq.q_bench), 'pg-boss', (SELECT count(*) FROM pgboss.job WHERE name = 'bench' AND state < 'active'),
+  'pg_inbox', (SELECT count(*) FROM inbox.events WHERE status = 'pending')"
 peers "W4 drain: claim 100 + complete, 4 workers" 4 100 \
   "$core/raw_claim_complete.sql" pgmq_drain.sql w4 "$core/claim_complete_batch.sql"
 
