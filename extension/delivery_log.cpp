@@ -138,11 +138,10 @@ int take_stripe() {
         for (int stripe = 0; stripe < kLogStripes && got < 0; ++stripe)
           if (lock(stripe, false)) got = stripe;
         if (got < 0) {
-          // Every stripe is busy: wait for one picked by process id, so
-          // past kLogStripes concurrent ingest transactions the waiters
-          // spread over the stripes instead of queueing behind stripe 0.
-          got = MyProcPid % kLogStripes;
-          lock(got, true);
+          // Every stripe is busy: wait, always for the same one (a convoy
+          // only past kLogStripes concurrent ingest transactions).
+          lock(0, true);
+          got = 0;
         }
         held_lxid = lxid;
         held = got;
