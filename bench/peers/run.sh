@@ -61,6 +61,10 @@ psql -X -At -F ' ' -c "SELECT 'W4 pending at start: raw', (SELECT count(*) FROM 
   'pg_inbox', (SELECT count(*) FROM inbox.events WHERE status = 'pending')"
 peers "W4 drain: claim 100 + complete, 4 workers" 4 100 \
   "$core/raw_claim_complete.sql" pgmq_drain.sql w4 "$core/claim_complete_batch.sql"
+# pgmq keeping what it drained, as pg_inbox and raw SQL do: read + archive
+# (the message moves to pgmq's archive table instead of being deleted).
+peers "W4a drain, pgmq archiving (keeps messages)" 4 100 \
+  "$core/raw_claim_complete.sql" pgmq_drain_archive.sql w4 "$core/claim_complete_batch.sql"
 
 psql -X -q -c "SET client_min_messages = warning" -c "DROP SCHEMA bench CASCADE" -c "DROP SCHEMA pgmq CASCADE" -c "DROP SCHEMA pgboss CASCADE" \
   -c "TRUNCATE inbox.events" \

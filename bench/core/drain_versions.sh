@@ -1,0 +1,81 @@
+#!/usr/bin/env bash
+# The drain (claim 100 + complete_batch, BENCH_CLIENTS workers, a fresh
+# backlog per run) of this checkout beside an earlier commit's, and beside
+# the raw SQL drain, on one cluster, alternating (base, this, raw, base, ...)
+# so machine noise hits all three. Also prints each side's share of HOT
+# updates and the table's size after the run.
+#
+#   BENCH_BASE=d75d0b9 bash bench/core/drain_versions.sh
+#
+# Needs PGHOST/PGPORT/PGUSER/PGDATABASE and INBOX_PG_BINDIR of a private
+# installation (scripts/pg-tree.sh, as make bench and make test make one):
+# the earlier commit's library is built in a temporary worktree and swapped
+# into that installation for its runs (new connections load it). The SQL
+# objects stay this checkout's: BENCH_BASE_FILLFACTOR (default 80, what
+# 0.2.0 had before issue 13's drain work) stands in for the base's table.
+set -euo pipefail
+cd "$(dirname "$0")"
+base=${BENCH_BASE:?set BENCH_BASE to the commit to compare with}
+base_fillfactor=${BENCH_BASE_FILLFACTOR:-80}
+fillfactor=$(psql -X -At -c "SELECT coalesce((SELECT option_value FROM pg_options_to_table(reloptions)
+                                              WHERE option_name = 'fillfactor'), '100')
+                               FROM pg_class WHERE oid = 'inbox.events'::regclass")
+seconds=${BENCH_SECONDS:-8}
+clients=${BENCH_CLIENTS:-4}
+rounds=${BENCH_ROUNDS:-3}
+backlog=${BENCH_BACKLOG:-300000}
+lib="$(dirname "${INBOX_PG_BINDIR:?the bin directory of a scripts/pg-tree.sh installation}")/lib/pg_inbox.so"
+
+work=$(mktemp -d /tmp/pg_inbox-drain.XXXXXX)
+git -C ../.. worktree add -q --detach "$work/base" "$base"
+make -s -C "$work/base" extension >/dev/null
+cp "$lib" "$work/current.so"
+cp "$work/base/pg_inbox.so" "$work/base.so"
+use() { cp "$work/$1.so" "$lib.swap" && mv "$lib.swap" "$lib"; }  # a new inode: running backends keep theirs
+finish() {
+  use current
+  psql -X -q -c "ALTER TABLE inbox.events SET (fillfactor = $fillfactor)" \
+    -c "DROP SCHEMA IF EXISTS bench CASCADE" -c "TRUNCATE inbox.events CASCADE" \
+    -c "DELETE FROM inbox.providers WHERE name = 'bench'" >/dev/null 2>&1 || true
+  git -C ../.. worktree remove --force "$work/base" || true
+  rm -rf "$work"
+}
+trap finish EXIT
+
+psql -X -q -v ON_ERROR_STOP=1 -f setup.sql >/dev/null
+
+# side: base | current | raw -> "events/s hot/updates size"
+run() {
+  local table=inbox.events script=claim_complete_batch.sql
+  case $1 in
+    base) use base; psql -X -q -c "ALTER TABLE inbox.events SET (fillfactor = $base_fillfactor)" ;;
+    current) use current; psql -X -q -c "ALTER TABLE inbox.events SET (fillfactor = $fillfactor)" ;;
+    raw) table=bench.raw_events script=raw_claim_complete.sql ;;
+  esac
+  psql -X -q -v ON_ERROR_STOP=1 -c "TRUNCATE $table CASCADE" \
+    -c "INSERT INTO $table (provider, external_id, payload)
+        SELECT 'bench', 'backlog-' || g, bench.payload(g) FROM generate_series(1, $backlog) g" \
+    -c "VACUUM ANALYZE $table" -c "CHECKPOINT" >/dev/null
+  local before tps
+  before=$(psql -X -At -c "SELECT pg_stat_get_tuples_updated('$table'::regclass) || ' ' ||
+                                  pg_stat_get_tuples_hot_updated('$table'::regclass)")
+  tps=$(pgbench -n -c "$clients" -j 2 -T "$seconds" -f "$script" 2>/dev/null |
+    sed -n 's/^tps = \([0-9.]*\).*/\1/p')
+  sleep 1  # the statistics of the last transactions reach the views
+  psql -X -At -c "SELECT round($tps * 100) || ' ' ||
+                         round(100.0 * (pg_stat_get_tuples_hot_updated('$table'::regclass) - ${before#* })
+                               / nullif(pg_stat_get_tuples_updated('$table'::regclass) - ${before% *}, 0)) || ' ' ||
+                         pg_size_pretty(pg_relation_size('$table'))"
+}
+
+printf 'drain: claim 100 + complete_batch, %d workers, %d pending at the start of each run\n' "$clients" "$backlog"
+printf 'base %s at fillfactor %s; this checkout at fillfactor %s\n\n' "$base" "$base_fillfactor" "$fillfactor"
+printf '%6s %10s %10s %10s %11s %11s %8s %8s %8s\n' round base/s this/s raw/s this/base this/raw \
+  "HOT% b" "HOT% t" "HOT% raw"
+for round in $(seq "$rounds"); do
+  read -r b bh bs < <(run base)
+  read -r t th ts < <(run current)
+  read -r r rh rs < <(run raw)
+  printf '%6d %10d %10d %10d %11.2f %11.2f %8s %8s %8s   sizes %s / %s / %s\n' "$round" "$b" "$t" "$r" \
+    "$(echo "$t / $b" | bc -l)" "$(echo "$t / $r" | bc -l)" "$bh" "$th" "$rh" "$bs" "$ts" "$rs"
+done
