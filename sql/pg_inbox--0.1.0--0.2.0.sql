@@ -4564,5 +4564,12 @@ $$;
 -- Issue 13 (the drain): every row keeps room for one more version on its
 -- page, so claims are HOT updates (sql/src/00_schema.sql). Pages written
 -- before the update keep their density until rewritten; docs/upgrade.md
--- says how to rewrite them, if wanted, and what that locks.
-ALTER TABLE inbox.events SET (fillfactor = 50);
+-- says how to rewrite them, if wanted, and what that locks. Reset and set
+-- again in the install script's order, so the table's options read the same
+-- as a fresh install's (the upgrade test compares them).
+ALTER TABLE inbox.events RESET (fillfactor, autovacuum_vacuum_scale_factor,
+    autovacuum_vacuum_insert_scale_factor, autovacuum_analyze_scale_factor,
+    autovacuum_vacuum_cost_delay);
+ALTER TABLE inbox.events SET (fillfactor = 50, autovacuum_vacuum_scale_factor = 0.02,
+    autovacuum_vacuum_insert_scale_factor = 0.05, autovacuum_analyze_scale_factor = 0.05,
+    autovacuum_vacuum_cost_delay = 1);
