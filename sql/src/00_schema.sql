@@ -50,8 +50,8 @@ COMMENT ON TABLE inbox.providers IS
 -- columns first, payload after them (TOASTed when large, never rewritten by
 -- claim/complete/fail). No index covers a column claim changes, so a claim
 -- is a HOT update when its page has room: fillfactor 50 leaves every row room
--- for one more version (at 80, 600-byte rows left room for a fifth of a
--- page's claims); see README "Storage and vacuum".
+-- for one more version (at 80, a page of 600-byte rows had room for about a
+-- quarter of its claims); see README "Storage and vacuum".
 CREATE TABLE inbox.events (
     id                bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
     attempts          int NOT NULL DEFAULT 0,
