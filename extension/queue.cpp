@@ -15,15 +15,12 @@ constexpr int kMaxClaimRows = 10000;
 // SKIP LOCKED: concurrent workers take disjoint sets without waiting. ORDER BY
 // id is a preference (oldest first), not an ordering promise across workers.
 // Touches no indexed column, so a claim is a HOT update. Planned per call:
-// with LIMIT $1 unknown a generic plan sorts the whole backlog. The UPDATE
-// finds each row by the ctid its lock returned (the newest version, which
-// nobody else can change while we hold the lock): a TID fetch, not a second
-// descent of the primary key per event.
+// with LIMIT $1 unknown a generic plan sorts the whole backlog.
 // The due events, shared by both claim statements (a raw string cannot
 // span the lines of a macro).
 #define INBOX_CLAIM_DUE                                                                       \
   "WITH due AS (\n"                                                                           \
-  "    SELECT e.ctid AS row_ctid, e.provider FROM inbox.events e\n"                           \
+  "    SELECT e.id, e.provider FROM inbox.events e\n"                                         \
   "    WHERE e.processed_at IS NULL\n"                                                        \
   "      AND ($3::text IS NULL OR e.provider = $3)\n"                                         \
   "      AND ((e.status = 'pending' AND e.next_attempt_at <= now())\n"                        \
@@ -54,7 +51,7 @@ UPDATE inbox.events e
            inbox._version_of(coalesce(e.payload #> o.version_path, e.headers -> o.version_header)) END,
        held_reason = CASE WHEN o.transitions IS NOT NULL THEN inbox._held_transition(e, o) END
   FROM due LEFT JOIN inbox.provider_ordering o ON o.provider = due.provider
- WHERE e.ctid = due.row_ctid
+ WHERE e.id = due.id
 RETURNING e.*
 )SQL",
                                 3,
@@ -73,7 +70,7 @@ UPDATE inbox.events e
        lease_token = inbox._lease_token(e.id, e.attempts + 1, e.first_received_at),
        lease_expires_at = now() + $2
   FROM due
- WHERE e.ctid = due.row_ctid
+ WHERE e.id = due.id
 RETURNING e.*
 )SQL",
                              3,
