@@ -171,7 +171,7 @@ WITH input AS (
 SELECT i.id,
        c.id IS NOT NULL,
        c.id IS NOT NULL OR s.id IS NOT NULL,
-       coalesce(s.done_with_token, false),
+       s.done_with_token,
        s.issued
 FROM input i
 LEFT JOIN (SELECT DISTINCT id, lease_token FROM completed) c
