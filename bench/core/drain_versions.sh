@@ -17,9 +17,8 @@ set -euo pipefail
 cd "$(dirname "$0")"
 base=${BENCH_BASE:?set BENCH_BASE to the commit to compare with}
 base_fillfactor=${BENCH_BASE_FILLFACTOR:-80}
-fillfactor=$(psql -X -At -c "SELECT coalesce((SELECT option_value FROM pg_options_to_table(reloptions)
-                                              WHERE option_name = 'fillfactor'), '100')
-                               FROM pg_class WHERE oid = 'inbox.events'::regclass")
+source ./events_fillfactor.sh
+fillfactor=$(events_fillfactor)
 seconds=${BENCH_SECONDS:-8}
 clients=${BENCH_CLIENTS:-4}
 rounds=${BENCH_ROUNDS:-3}

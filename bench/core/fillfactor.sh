@@ -10,9 +10,8 @@ cd "$(dirname "$0")"
 seconds=${BENCH_SECONDS:-8}
 rounds=${BENCH_ROUNDS:-3}
 other=${BENCH_OTHER_FILLFACTOR:-80}
-installed=$(psql -X -At -c "SELECT coalesce((SELECT option_value FROM pg_options_to_table(reloptions)
-                                             WHERE option_name = 'fillfactor'), '100')
-                              FROM pg_class WHERE oid = 'inbox.events'::regclass")
+source ./events_fillfactor.sh
+installed=$(events_fillfactor)
 trap 'psql -X -q -c "ALTER TABLE inbox.events SET (fillfactor = $installed)" -c "TRUNCATE inbox.events CASCADE" >/dev/null' EXIT
 psql -X -q -v ON_ERROR_STOP=1 -f setup.sql >/dev/null
 export PGOPTIONS="-c pg_inbox.delivery_log=off"
