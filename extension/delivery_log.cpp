@@ -284,3 +284,20 @@ using namespace pg_inbox;
 
 // inbox._log_stripes(): kLogStripes, for the SQL side of the log.
 INBOX_SQL_FUNCTION(inbox_log_stripes) { return Int32GetDatum(kLogStripes); }
+
+// inbox._log_arrays_aligned(...): delivery_batches' CHECK (why in C:
+// sql/src/15_delivery_log.sql).
+INBOX_SQL_FUNCTION(inbox_log_arrays_aligned) {
+  return pg_call([&] {
+    int first = -1;
+    for (int arg = 0; arg < PG_NARGS(); ++arg) {
+      if (PG_ARGISNULL(arg)) return BoolGetDatum(false);
+      ArrayType *array = PG_GETARG_ARRAYTYPE_P(arg);
+      if (ARR_NDIM(array) != 1) return BoolGetDatum(false);
+      int count = ARR_DIMS(array)[0];
+      if (first < 0) first = count;
+      if (count != first || count == 0) return BoolGetDatum(false);
+    }
+    return BoolGetDatum(first > 0);
+  });
+}

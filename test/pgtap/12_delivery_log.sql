@@ -4,7 +4,7 @@
 -- inbox.verify_log checks (tampering as a superuser with the triggers off
 -- included) and inbox.seal_log seals.
 BEGIN;
-SELECT plan(77);
+SELECT plan(82);
 
 SELECT inbox.register_provider('stripe');
 CREATE FUNCTION pg_temp.log(ext text) RETURNS TABLE (delivery int, outcome text, kept boolean, differs boolean)
@@ -26,6 +26,26 @@ SELECT is((SELECT count(*)::int FROM pg_extension e, unnest(e.extconfig) c
               AND c IN ('inbox.delivery_batches'::regclass, 'inbox.delivery_duplicates'::regclass,
                         'inbox.log_seals'::regclass)),
           3, 'the log''s tables are dumped with their rows');
+
+-- A row's arrays are parallel: an insert that is not (only the owner could
+-- try one; ingest builds them so) is refused, and nothing is stored.
+CREATE FUNCTION pg_temp.insert_batch(ids bigint[], deliveries int[]) RETURNS void
+LANGUAGE sql AS $$
+    INSERT INTO inbox.delivery_batches (stripe, seq, received_at, source, event_ids, deliveries, outcomes,
+                                        payload_kept, payload_differs, differing, providers, external_ids,
+                                        body_hashed, signature_schemes, body_sha256, headers_sha256, hash)
+    VALUES (15, 1000000, now(), 'webhook', ids, deliveries, '{inserted}', '{f}', '{f}', 0, '{stripe}', '{x}',
+            '{jsonb}', '{NULL}', ARRAY[sha256('')], '{NULL}', sha256(''))
+$$;
+SELECT throws_ok($$ SELECT pg_temp.insert_batch('{1}', '{1,2}') $$, '23514', NULL,
+                 'a row whose arrays differ in length is refused');
+SELECT throws_ok($$ SELECT pg_temp.insert_batch('{{1}}', '{1}') $$, '23514', NULL,
+                 'a two-dimensional array is refused');
+SELECT throws_ok($$ SELECT pg_temp.insert_batch('{}', '{}') $$, '23514', NULL, 'a row of empty arrays is refused');
+SELECT is(inbox._log_arrays_aligned('{1}', '{1}', '{a}', '{t}', '{f}', '{a}', '{a}', '{a}', '{NULL}', '{NULL}', '{NULL}'),
+          true, 'one element in each array (NULL elements included) is aligned');
+SELECT is(inbox._log_arrays_aligned(NULL, '{1}', '{a}', '{t}', '{f}', '{a}', '{a}', '{a}', '{a}', '{NULL}', '{NULL}'),
+          false, 'a NULL array is not');
 
 -- No silent overwrite: pending events are refreshed, processing ones kept.
 SELECT is(inbox.ingest('stripe', 'p1', '{"amount": 100}', '{"h": 1}'), 'inserted', 'first delivery');
