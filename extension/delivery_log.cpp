@@ -14,25 +14,19 @@
 #include "spi.hpp"
 
 extern "C" {
+#include "access/genam.h"
+#include "access/skey.h"
+#include "access/stratnum.h"
+#include "access/table.h"
 #include "access/xact.h"
 #include "common/cryptohash.h"
 #include "storage/proc.h"
+#include "utils/fmgroids.h"
 #include "utils/snapmgr.h"
 }
 
 namespace pg_inbox {
 namespace {
-
-// The stripe's last row (a backward probe of the primary key). Run after
-// the stripe's lock is held, with the latest snapshot: it sees the previous
-// holder's committed rows whatever the isolation level (a REPEATABLE READ
-// snapshot taken before that holder committed would not).
-KeptPlan head_plan = {R"SQL(
-SELECT d.seq, d.hash FROM inbox.delivery_batches d WHERE d.stripe = $1 ORDER BY d.seq DESC LIMIT 1
-)SQL",
-                      1,
-                      {INT2OID},
-                      nullptr};
 
 // The call's deliveries as one row of parallel arrays.
 KeptPlan append_plan = {R"SQL(
@@ -52,6 +46,52 @@ struct Head {
   int64 seq;
   unsigned char hash[32];
 };
+
+// The stripe's head: its last row, the first the primary key (stripe, seq)
+// gives backwards. Read after the stripe's lock is held, with the latest
+// snapshot: it sees the previous holder's committed rows whatever the
+// isolation level (a REPEATABLE READ snapshot taken before that holder
+// committed would not). An index scan of its own, not SQL: at every ingest
+// call, an executor's start-up cost more than the probe.
+Head read_head(int stripe) {
+  return pg_call([&] {
+    Oid schema = get_namespace_oid("inbox", false);
+    Oid table_id = get_relname_relid("delivery_batches", schema);
+    Oid index_id = get_relname_relid("delivery_batches_pkey", schema);
+    if (!OidIsValid(table_id) || !OidIsValid(index_id))
+      ereport(ERROR, (errcode(ERRCODE_UNDEFINED_TABLE),
+                      errmsg("pg_inbox: inbox.delivery_batches or its primary key is missing")));
+    AttrNumber stripe_attno = get_attnum(table_id, "stripe");
+    AttrNumber seq_attno = get_attnum(table_id, "seq");
+    AttrNumber hash_attno = get_attnum(table_id, "hash");
+    Relation table = table_open(table_id, AccessShareLock);
+    Relation index = index_open(index_id, AccessShareLock);
+    Snapshot snapshot = RegisterSnapshot(GetLatestSnapshot());
+    ScanKeyData key;
+    ScanKeyInit(&key, stripe_attno, BTEqualStrategyNumber, F_INT2EQ,
+                Int16GetDatum(static_cast<int16>(stripe)));
+    SysScanDesc scan = systable_beginscan_ordered(table, index, snapshot, 1, &key);
+    Head h{};
+    HeapTuple row = systable_getnext_ordered(scan, BackwardScanDirection);
+    if (HeapTupleIsValid(row)) {
+      bool seq_null, hash_null;
+      TupleDesc desc = RelationGetDescr(table);
+      h.seq = DatumGetInt64(heap_getattr(row, seq_attno, desc, &seq_null));
+      bytea *hash = DatumGetByteaPP(heap_getattr(row, hash_attno, desc, &hash_null));
+      if (seq_null || hash_null || VARSIZE_ANY_EXHDR(hash) != sizeof(h.hash))
+        ereport(ERROR, (errcode(ERRCODE_DATA_CORRUPTED),
+                        errmsg("delivery log stripe %d: its last row has no seq or a hash "
+                               "that is not 32 bytes",
+                               stripe)));
+      std::memcpy(h.hash, VARDATA_ANY(hash), sizeof(h.hash));
+    }
+    systable_endscan_ordered(scan);
+    UnregisterSnapshot(snapshot);
+    index_close(index, AccessShareLock);
+    table_close(table, AccessShareLock);
+    return h;
+  });
+}
 
 std::string_view text_bytes(Datum datum) {
   auto *text = reinterpret_cast<const varlena *>(DatumGetPointer(datum));
@@ -153,27 +193,7 @@ int take_stripe() {
 
 void append_deliveries(int stripe, Datum source, const Delivery *rows, int count) {
   if (count == 0) return;
-  Head head = pg_call([&] {
-    Head h{};
-    Datum arg = Int16GetDatum(static_cast<int16>(stripe));
-    int rc = SPI_execute_snapshot(kept_plan(head_plan), &arg, nullptr, GetLatestSnapshot(),
-                                  InvalidSnapshot, true, false, 1);
-    if (rc != SPI_OK_SELECT)
-      elog(ERROR, "pg_inbox: statement failed: %s", SPI_result_code_string(rc));
-    if (SPI_processed == 1) {
-      bool isnull;
-      h.seq =
-          DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
-      auto *hash =
-          DatumGetByteaPP(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2, &isnull));
-      if (VARSIZE_ANY_EXHDR(hash) != sizeof(h.hash))
-        ereport(ERROR, (errcode(ERRCODE_DATA_CORRUPTED),
-                        errmsg("delivery log stripe %d: row %lld has a hash of %d bytes", stripe,
-                               static_cast<long long>(h.seq), (int)VARSIZE_ANY_EXHDR(hash))));
-      std::memcpy(h.hash, VARDATA_ANY(hash), sizeof(h.hash));
-    }
-    return h;
-  });
+  Head head = read_head(stripe);
 
   struct Columns {
     Datum *event_ids, *deliveries, *outcomes, *kept, *differs, *providers, *external_ids;
