@@ -162,31 +162,36 @@ int take_stripe() {
   static LocalTransactionId held_lxid = InvalidLocalTransactionId;
   static int held = 0;
   return pg_call([&] {
-    auto lock = [](int stripe, bool wait) {
-      Datum cls = Int32GetDatum(kLockClassLog), object = Int32GetDatum(stripe);
-      if (!wait)
-        return DatumGetBool(DirectFunctionCall2(pg_try_advisory_xact_lock_int4, cls, object));
-      DirectFunctionCall2(pg_advisory_xact_lock_int4, cls, object);
-      return true;
+    auto try_lock = [](int object) {
+      return DatumGetBool(DirectFunctionCall2(pg_try_advisory_xact_lock_int4,
+                                              Int32GetDatum(kLockClassLog), Int32GetDatum(object)));
+    };
+    auto wait_lock = [](int object) {
+      DirectFunctionCall2(pg_advisory_xact_lock_int4, Int32GetDatum(kLockClassLog),
+                          Int32GetDatum(object));
+    };
+    auto first_free = [&](int from, int to) {
+      for (int stripe = from; stripe < to; ++stripe)
+        if (try_lock(stripe)) return stripe;
+      return -1;
     };
     LocalTransactionId lxid = MyProc->lxid;
-    if (lxid != held_lxid || !lock(held, false)) {
-      if (lxid == held_lxid) {
-        lock(held, true);
-      } else {
-        int got = -1;
-        for (int stripe = 0; stripe < kLogStripes && got < 0; ++stripe)
-          if (lock(stripe, false)) got = stripe;
-        if (got < 0) {
-          // Every stripe is busy: wait, always for the same one (a convoy
-          // only past kLogStripes concurrent ingest transactions).
-          lock(0, true);
-          got = 0;
-        }
-        held_lxid = lxid;
-        held = got;
-      }
+    if (lxid == held_lxid) {
+      if (!try_lock(held)) wait_lock(held);
+      return held;
     }
+    int got = first_free(0, kLogBaseStripes);
+    // Every base stripe busy: one transaction (the holder of the waiting
+    // slot, to its end) waits for stripe 0; while it does, the others take
+    // an overflow stripe rather than queue behind it. A queue on one stripe
+    // was a convoy: ingest stopped at kLogBaseStripes transactions in flight.
+    if (got < 0 && !try_lock(kLogWaitingSlot)) got = first_free(kLogBaseStripes, kLogStripes);
+    if (got < 0) {
+      wait_lock(0);
+      got = 0;
+    }
+    held_lxid = lxid;
+    held = got;
     return held;
   });
 }

@@ -8,10 +8,16 @@
 
 namespace pg_inbox {
 
-constexpr int kLogStripes = 16;
+// Every chain: seals and inbox.verify_log cover all of them.
+constexpr int kLogStripes = 64;
+// The stripes tried first; the others open only while a transaction waits
+// because these are all busy (take_stripe).
+constexpr int kLogBaseStripes = 16;
 // Advisory lock class of the stripes, (class, stripe); "pinl", next to the
-// jobs' classes (reconcile_locks.hpp). inbox.seal_log takes (class, -1).
+// jobs' classes (reconcile_locks.hpp). inbox.seal_log takes (class, -1);
+// the one transaction waiting for a base stripe holds (class, -2).
 constexpr int kLockClassLog = 0x70696e6c;
+constexpr int kLogWaitingSlot = -2;
 
 // One delivery to record. Trivially copyable: Datums in Postgres memory that
 // outlive append_deliveries.
@@ -38,7 +44,8 @@ struct Delivery {
 bool delivery_log_on(int nargs);
 
 // Takes this transaction's stripe (a transaction-level advisory lock): the
-// one it already holds, else the first free one, else it waits for stripe 0.
+// one it already holds, else the first free base stripe, else it waits for
+// stripe 0 (the first to find them busy) or takes a free overflow stripe.
 // Call before the statement that locks event rows, so a transaction never
 // waits for a stripe while holding rows another stripe holder wants.
 int take_stripe();

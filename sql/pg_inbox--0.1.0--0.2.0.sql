@@ -3431,9 +3431,10 @@ COMMENT ON FUNCTION inbox.ingest_batch(text[], text[], jsonb[], jsonb[], text, b
 -- Concurrency: one chain would serialise every ingest transaction until its
 -- commit. The log is cut into kLogStripes independent chains ("stripes").
 -- An ingest transaction takes a free stripe (a transaction-level advisory
--- lock, tried without waiting; only when every stripe is busy it waits for
--- stripe 0), appends after the stripe's last row (a backward probe of the
--- primary key) and keeps the stripe until it ends: an abort takes its rows
+-- lock, tried without waiting: a base stripe, or while another transaction
+-- waits for stripe 0, an overflow one; else it waits for stripe 0),
+-- appends after the stripe's last row (a backward probe of the primary
+-- key) and keeps the stripe until it ends: an abort takes its rows
 -- with it, a commit leaves them for the next holder. The primary key
 -- (stripe, seq) makes a fork impossible: two rows cannot share a place.
 

@@ -20,7 +20,7 @@ SELECT has_table('inbox', 'log_seals', 'inbox.log_seals exists');
 SELECT has_function('inbox', 'verify_log', ARRAY['timestamp with time zone', 'timestamp with time zone'],
                     'inbox.verify_log exists');
 SELECT has_function('inbox', 'seal_log', ARRAY[]::text[], 'inbox.seal_log exists');
-SELECT is(inbox._log_stripes(), 16, 'sixteen stripes');
+SELECT is(inbox._log_stripes(), 64, 'sixty-four stripes (16 base, 48 overflow)');
 SELECT is((SELECT count(*)::int FROM pg_extension e, unnest(e.extconfig) c
             WHERE e.extname = 'pg_inbox'
               AND c IN ('inbox.delivery_batches'::regclass, 'inbox.delivery_duplicates'::regclass,
