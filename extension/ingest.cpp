@@ -83,16 +83,19 @@ WHERE NOT EXISTS (SELECT 1 FROM inbox.providers p WHERE p.name = x.name)
 // ingest(): the same upsert for one event, without the batch's machinery
 // (arrays, ordinality, copies). Column 1: the provider is registered; column
 // 2: true inserted, false updated, NULL duplicate (processed: not written);
-// 3-5 as the batch's 4-6.
+// 3-5 as the batch's 4-6, for a duplicate the processed row's id and count
+// as the probe saw them (NULL when it saw the row still open: processed
+// since).
 KeptPlan upsert_one_plan = {R"SQL(
 WITH known AS (
     SELECT EXISTS (SELECT 1 FROM inbox.providers p WHERE p.name = $1) AS known
+), processed AS (
+    SELECT d.id, d.delivery_count FROM inbox.events d
+    WHERE d.provider = $1 AND d.external_id = $2 AND d.processed_at IS NOT NULL
 ), upserted AS (
     INSERT INTO inbox.events AS e (provider, external_id, payload, headers, source)
     SELECT $1, $2, $3, $4, $5 FROM known
-    WHERE known.known
-      AND (SELECT d.processed_at FROM inbox.events d
-           WHERE d.provider = $1 AND d.external_id = $2) IS NULL
+    WHERE known.known AND NOT EXISTS (SELECT FROM processed)
     ON CONFLICT ON CONSTRAINT events_provider_external_id_key DO UPDATE
        SET payload = CASE WHEN e.status = 'processing' THEN e.payload ELSE EXCLUDED.payload END,
            headers = CASE WHEN e.status = 'processing' THEN e.headers ELSE EXCLUDED.headers END,
@@ -101,8 +104,9 @@ WITH known AS (
     RETURNING (e.xmax = 0) AS inserted, e.id, e.delivery_count,
               CASE WHEN e.status = 'processing' THEN e.payload END AS kept
 )
-SELECT known.known, u.inserted, u.id, u.delivery_count::bigint, u.kept
-FROM known LEFT JOIN upserted u ON true
+SELECT known.known, u.inserted, coalesce(u.id, p.id), coalesce(u.delivery_count, p.delivery_count)::bigint,
+       u.kept
+FROM known LEFT JOIN upserted u ON true LEFT JOIN processed p ON true
 )SQL",
                             5,
                             {TEXTOID, TEXTOID, JSONBOID, JSONBOID, TEXTOID},
@@ -133,6 +137,17 @@ ORDER BY x.n
                            3,
                            {TEXTARRAYOID, TEXTARRAYOID, INT4ARRAYOID},
                            nullptr};
+
+// A duplicate of one event whose row ingest's probe saw: its duplicates so
+// far, this one included (duplicate_plan without the arrays and the lookup).
+KeptPlan duplicate_one_plan = {R"SQL(
+INSERT INTO inbox.delivery_duplicates AS c (event_id, duplicates) VALUES ($1, 1)
+ON CONFLICT (event_id) DO UPDATE SET duplicates = c.duplicates + 1
+RETURNING c.duplicates::bigint
+)SQL",
+                               1,
+                               {INT8OID},
+                               nullptr};
 
 // One event's fields as the checks see them; pointers into Postgres memory.
 struct EventFields {
@@ -542,13 +557,18 @@ INBOX_SQL_FUNCTION(inbox_ingest) {
 
     Delivery d{};
     d.outcome = result;
-    d.event_id = result_int64(0, 3);
+    bool id_null;
+    d.event_id = result_int64(0, 3, &id_null);
     d.delivery = static_cast<int32>(result_int64(0, 4));
     bool kept_null;
     Datum kept = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 5, &kept_null);
     d.kept = !duplicate && !kept_null;
     d.differs = d.kept && differs(args[2], kept);
-    if (duplicate) {
+    if (duplicate && !id_null) {
+      Datum id = Int64GetDatum(d.event_id);
+      execute_kept(duplicate_one_plan, &id, nullptr, false, 0);
+      d.delivery += static_cast<int32>(result_int64(0, 1));
+    } else if (duplicate) {
       Datum one = Int32GetDatum(1);
       Datum keys[3] = {
           PointerGetDatum(construct_array(&args[0], 1, TEXTOID, -1, false, TYPALIGN_INT)),

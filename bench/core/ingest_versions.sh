@@ -2,10 +2,11 @@
 # Ingest with the delivery log on (the default) of this checkout beside an
 # earlier commit's and beside raw SQL, alternating (base, this, raw, base,
 # ...) so machine noise hits all three: one event per transaction at 32
-# clients, batches of 100 and re-deliveries of pending events at
-# BENCH_CLIENTS. The base runs on a cluster of its own, built from its own
-# tree (its SQL differs, not only its library); this checkout and raw SQL on
-# the cluster of PGHOST/PGPORT/PGUSER/PGDATABASE (as make bench makes one).
+# clients, batches of 100, re-deliveries of pending events and of processed
+# ones (duplicates) at BENCH_CLIENTS. The base runs on a cluster of its own,
+# built from its own tree (its SQL differs, not only its library); this
+# checkout and raw SQL on the cluster of PGHOST/PGPORT/PGUSER/PGDATABASE (as
+# make bench makes one).
 #
 #   BENCH_BASE=0b99416 bash bench/core/ingest_versions.sh
 set -euo pipefail
@@ -71,6 +72,7 @@ printf '%-34s %7s %10s %10s %10s %7s %7s  %s\n' workload clients base this raw t
 compare "ingest, 1 per transaction" ingest_one.sql 1 32
 compare "ingest_batch, 100 per transaction" ingest_batch.sql 100 "$clients"
 compare "re-delivery of pending ids" redelivery_pending.sql 1 "$clients"
+compare "duplicate storm (processed ids)" duplicate_storm.sql 1 "$clients"
 on current -c "DROP SCHEMA bench CASCADE" -c "TRUNCATE inbox.events CASCADE" \
   -c "DELETE FROM inbox.providers WHERE name = 'bench'" -c "ALTER SYSTEM RESET max_wal_size" \
   -c "ALTER SYSTEM RESET checkpoint_timeout" -c "SELECT pg_reload_conf()" >/dev/null 2>&1

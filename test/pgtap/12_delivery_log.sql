@@ -4,7 +4,7 @@
 -- inbox.verify_log checks (tampering as a superuser with the triggers off
 -- included) and inbox.seal_log seals.
 BEGIN;
-SELECT plan(82);
+SELECT plan(84);
 
 SELECT inbox.register_provider('stripe');
 CREATE FUNCTION pg_temp.log(ext text) RETURNS TABLE (delivery int, outcome text, kept boolean, differs boolean)
@@ -89,6 +89,11 @@ SELECT results_eq($$ SELECT count(DISTINCT (stripe, seq))::int, array_agg(item O
                   $$ VALUES (1, ARRAY[1, 2, 3]) $$, 'a call is one stored row, its deliveries items 1 to 3');
 SELECT is((SELECT duplicates FROM inbox.delivery_duplicates d JOIN inbox.events e ON e.id = d.event_id
             WHERE e.external_id = 'p1'), 3, 'the duplicates of an event are counted in one row');
+SELECT is(inbox.ingest('stripe', 'p1', '{"amount": 6}'), 'duplicate', 'a single duplicate after the batch''s');
+SELECT results_eq($$ SELECT d.delivery, c.duplicates FROM inbox.deliveries d
+                      JOIN inbox.delivery_duplicates c ON c.event_id = d.event_id
+                     WHERE d.external_id = 'p1' ORDER BY d.stripe, d.seq DESC LIMIT 1 $$,
+                  $$ VALUES (10, 4) $$, 'it is delivery 10 and the fourth duplicate counted');
 SELECT is((SELECT count(*)::int FROM inbox.deliveries d JOIN inbox.events e ON e.id = d.event_id
             WHERE e.external_id <> d.external_id OR e.provider <> d.provider), 0,
           'every row names its event by id, provider and external id');
