@@ -39,79 +39,7 @@ if [ ! -x "$old_bin" ]; then
   cmake --build "$old_dir/build" -j2 --target inbox-receiver >/dev/null
 fi
 
-work=$(mktemp -d /tmp/inbox-bench-receiver.XXXXXX)
-receiver_pid=
-cleanup() {
-  [ -n "$receiver_pid" ] && kill "$receiver_pid" 2>/dev/null && wait "$receiver_pid" 2>/dev/null
-  rm -rf "$work"
-}
-trap cleanup EXIT
-
-sql() { psql -X -q -v ON_ERROR_STOP=1 -At -d "$INBOX_BENCH_DATABASE_URL" -c "$1"; }
-sql "DO \$\$ BEGIN CREATE ROLE inbox_bench_receiver LOGIN IN ROLE inbox_receiver;
-     EXCEPTION WHEN duplicate_object THEN NULL; END \$\$"
-sql "SELECT inbox.register_provider('bench')" >/dev/null
-# The receiver connects as the least-privileged role, like in production.
-receiver_url=$(psql -X -At -d "$INBOX_BENCH_DATABASE_URL" -c "SELECT
-  format('host=%s port=%s dbname=%s user=inbox_bench_receiver',
-         coalesce(host(inet_server_addr()), '127.0.0.1'), inet_server_port(), current_database())")
-run_id=$(date +%s)
-
-port_free() { ! (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
-port=18080
-while ! port_free $port; do port=$((port + 1)); done
-
-# $1 = new|old. Same settings; the old one's threads are its own default (64:
-# a thread per keep-alive connection), the new one's are I/O threads.
-start_receiver() {  # $1 = new|new@THREADS|old
-  local bin=$new_bin threads=0
-  [ "$1" = old ] && bin=$old_bin threads=64
-  [[ $1 == new@* ]] && threads=${1#new@}
-  cat >"$work/receiver.toml" <<TOML
-listen = "127.0.0.1:$port"
-database_url = "$receiver_url"
-[http]
-threads = $threads
-[database]
-pool_size = 2
-[batching]
-enabled = true
-max_events = 64
-max_wait_us = 200
-[[provider]]
-name = "bench"
-scheme = "github"
-secrets = ["bench-secret"]
-TOML
-  "$bin" serve --config "$work/receiver.toml" --quiet >"$work/receiver.log" 2>&1 &
-  receiver_pid=$!
-  for _ in $(seq 100); do
-    curl -sf "http://127.0.0.1:$port/readyz" >/dev/null 2>&1 && return 0
-    sleep 0.1
-  done
-  echo "receiver did not become ready:" >&2; cat "$work/receiver.log" >&2; exit 1
-}
-stop_receiver() { kill -TERM "$receiver_pid"; wait "$receiver_pid" || true; receiver_pid=; }
-peak_rss_mb() { awk '/VmHWM/ { printf "%.1f", $2 / 1024 }' "/proc/$receiver_pid/status"; }
-
-events_for() {  # $1 = label, $2 = count
-  "$new_bin" sign --config "$work/receiver.toml" --provider bench --id "b$run_id-$1" \
-    --format tsv --count "$2" >"$work/events.tsv"
-}
-
-# wrk; prints "rps p50_ms p99_ms non2xx answered_2xx".
-run_wrk() {  # $1 = connections, $2 = seconds
-  wrk -t2 -c"$1" -d"${2}s" --latency -s bench/receiver/events.lua \
-    "http://127.0.0.1:$port" -- "$work/events.tsv" /webhooks/bench 2 >"$work/wrk.txt" 2>&1
-  awk '
-    function ms(v) { if (v ~ /us$/) return v / 1000; if (v ~ /ms$/) return v + 0; if (v ~ /s$/) return v * 1000; return v }
-    /Requests\/sec:/ { rps = $2 }
-    /^ +50%/ { p50 = ms($2) }
-    /^ +99%/ { p99 = ms($2) }
-    /Non-2xx/ { bad = $5 }
-    / requests in / { total = $1 }
-    END { printf "%.0f %.2f %.2f %d %d\n", rps, p50, p99, bad + 0, total - bad }' "$work/wrk.txt"
-}
+source bench/receiver/common.sh
 
 # Where the CPU goes (issue 10: what bounds the ratio). Clock ticks of
 # processes, from /proc; the database must be on this machine (make bench).
@@ -166,11 +94,7 @@ echo "receiver benchmark: $rounds rounds, ${seconds}s per run, 32 connections, $
 echo "old receiver: $(git rev-parse --short "$old_ref") (cpp-httplib 0.11.4 server); new: $(git rev-parse --short HEAD) (Boost.Beast)"
 printf "%-6s %-30s %10s %8s %8s %8s %s\n" round what "events/s" "p50 ms" "p99 ms" non-2xx \
   "  CPU us/event: receiver, its Postgres backends; all cores: busy, of it receiver + backends"
-# Warm-up (not reported): new WAL segments and cold caches.
-start_receiver new
-events_for warmup 100000
-run_wrk 8 5 >/dev/null
-stop_receiver
+warm_up
 declare -A rps p99
 for r in $(seq "$rounds"); do
   for who in ${BENCH_RECEIVERS:-new old}; do
@@ -220,3 +144,4 @@ for who in new old; do
   stop_receiver
 done
 sql "DROP TABLE bench_upsert"
+[ "${BENCH_FRESH_ROUNDS:-2}" = 0 ] || { echo; bash bench/receiver/fresh_install.sh; }
