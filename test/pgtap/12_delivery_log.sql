@@ -10,7 +10,7 @@ SELECT inbox.register_provider('stripe');
 CREATE FUNCTION pg_temp.log(ext text) RETURNS TABLE (delivery int, outcome text, kept boolean, differs boolean)
 LANGUAGE sql AS $$
     SELECT d.delivery, d.outcome, d.payload_kept, d.payload_differs FROM inbox.deliveries d
-     WHERE d.external_id = ext ORDER BY d.stripe, d.seq, d.item
+     WHERE d.provider = 'stripe' AND d.external_id = ext ORDER BY d.stripe, d.seq, d.item
 $$;
 
 -- Structure.
@@ -92,7 +92,7 @@ SELECT is((SELECT duplicates FROM inbox.delivery_duplicates d JOIN inbox.events 
 SELECT is(inbox.ingest('stripe', 'p1', '{"amount": 6}'), 'duplicate', 'a single duplicate after the batch''s');
 SELECT results_eq($$ SELECT d.delivery, c.duplicates FROM inbox.deliveries d
                       JOIN inbox.delivery_duplicates c ON c.event_id = d.event_id
-                     WHERE d.external_id = 'p1' ORDER BY d.stripe, d.seq DESC LIMIT 1 $$,
+                     WHERE d.provider = 'stripe' AND d.external_id = 'p1' ORDER BY d.delivery DESC LIMIT 1 $$,
                   $$ VALUES (10, 4) $$, 'it is delivery 10 and the fourth duplicate counted');
 SELECT is((SELECT count(*)::int FROM inbox.deliveries d JOIN inbox.events e ON e.id = d.event_id
             WHERE e.external_id <> d.external_id OR e.provider <> d.provider), 0,
