@@ -251,7 +251,7 @@ BEGIN
             USING ERRCODE = 'invalid_parameter_value';
     END IF;
     -- Class "pinf", the purge's own (the others: extension/reconcile_locks.hpp,
-    -- "pind" run_job's, "pine" the rollups', the checks' and publish's).
+    -- "pind" run_job's, "pine" the rollups' and the checks', "ping" publish's).
     IF NOT pg_try_advisory_xact_lock(1885957734, 1) THEN
         RETURN jsonb_build_object('skipped', 'busy');
     END IF;

@@ -1,7 +1,7 @@
 -- The outbox: publish in the caller's transaction, append-only messages,
 -- claim / complete / fail / reject fenced by the lease token, history.
 BEGIN;
-SELECT plan(62);
+SELECT plan(63);
 
 SELECT has_table('inbox', 'outbox', 'outbox table');
 SELECT has_table('inbox', 'outbox_delivery', 'outbox_delivery table');
@@ -12,6 +12,10 @@ SELECT is_definer('inbox', 'publish', ARRAY['text', 'text', 'jsonb', 'jsonb']);
 -- Publish: the id is the message's, state pending, history empty.
 SELECT lives_ok($$ SELECT inbox.publish('receipts', 'inv_1', '{"n": 1}') $$, 'publish with a key');
 SELECT is((SELECT count(*)::int FROM inbox.outbox WHERE topic = 'receipts'), 1, 'one message');
+SELECT is((SELECT min(classid::bigint) FROM pg_locks
+            WHERE locktype = 'advisory' AND pid = pg_backend_pid() AND objsubid = 2
+              AND objid = hashtext('inv_1')::oid),
+          1885957735::bigint, 'the key is locked to commit in publish''s own class (not the rollups'' or checks'')');
 SELECT is(inbox.publish('receipts', NULL, '{"n": 2}', '{"x-tenant": "a"}'),
           (SELECT max(id) + 1 FROM inbox.outbox), 'publish returns the new id (no key, with headers)');
 SELECT is((SELECT status FROM inbox.outbox_delivery d JOIN inbox.outbox m ON m.id = d.message_id
