@@ -76,13 +76,16 @@ Head read_head(int stripe) {
     if (HeapTupleIsValid(row)) {
       bool seq_null, hash_null;
       TupleDesc desc = RelationGetDescr(table);
-      h.seq = DatumGetInt64(heap_getattr(row, seq_attno, desc, &seq_null));
-      bytea *hash = DatumGetByteaPP(heap_getattr(row, hash_attno, desc, &hash_null));
-      if (seq_null || hash_null || VARSIZE_ANY_EXHDR(hash) != sizeof(h.hash))
+      Datum seq = heap_getattr(row, seq_attno, desc, &seq_null);
+      Datum hash_datum = heap_getattr(row, hash_attno, desc, &hash_null);
+      // Detoasted only once known not NULL: a NULL Datum is no pointer.
+      bytea *hash = hash_null ? nullptr : DatumGetByteaPP(hash_datum);
+      if (seq_null || hash == nullptr || VARSIZE_ANY_EXHDR(hash) != sizeof(h.hash))
         ereport(ERROR, (errcode(ERRCODE_DATA_CORRUPTED),
                         errmsg("delivery log stripe %d: its last row has no seq or a hash "
                                "that is not 32 bytes",
                                stripe)));
+      h.seq = DatumGetInt64(seq);
       std::memcpy(h.hash, VARDATA_ANY(hash), sizeof(h.hash));
     }
     systable_endscan_ordered(scan);
