@@ -1,8 +1,11 @@
 # What the receiver benchmarks share (sourced from the repository's root,
-# after INBOX_BENCH_DATABASE_URL, seconds and new_bin are set; old_bin for
-# `start_receiver old`): a work directory, the least-privileged role the
-# receiver connects as, a free port, starting and stopping a receiver with
-# group commit on, pre-signed deliveries and wrk.
+# after INBOX_BENCH_DATABASE_URL is set; old_bin for `start_receiver old`):
+# the receiver as built and wrk, a work directory, the least-privileged role
+# the receiver connects as, a free port, starting and stopping a receiver
+# with group commit on, pre-signed deliveries and wrk.
+new_bin=$PWD/build/inbox-receiver
+[ -x "$new_bin" ] || { echo "build/inbox-receiver missing: make receiver" >&2; exit 1; }
+command -v wrk >/dev/null || { echo "wrk missing (apt-get install wrk)" >&2; exit 1; }
 work=$(mktemp -d /tmp/inbox-bench-receiver.XXXXXX)
 receiver_pid=
 cleanup() {

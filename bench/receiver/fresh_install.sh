@@ -16,9 +16,6 @@ cd "$(dirname "$0")/../.."
 seconds=${BENCH_SECONDS:-10}
 rounds=${BENCH_FRESH_ROUNDS:-2}
 filled_rows=${BENCH_FILLED_ROWS:-200000}
-new_bin=$PWD/build/inbox-receiver
-[ -x "$new_bin" ] || { echo "build/inbox-receiver missing: make receiver" >&2; exit 1; }
-command -v wrk >/dev/null || { echo "wrk missing (apt-get install wrk)" >&2; exit 1; }
 source bench/receiver/common.sh
 
 # Empties or fills the table, analyzes it (what a fresh install's or a

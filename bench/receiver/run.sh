@@ -22,10 +22,8 @@ root=$PWD
 : "${INBOX_BENCH_DATABASE_URL:?set INBOX_BENCH_DATABASE_URL to a superuser URL of a database with pg_inbox}"
 seconds=${BENCH_SECONDS:-10}
 rounds=${BENCH_ROUNDS:-2}
-new_bin=$root/build/inbox-receiver
-[ -x "$new_bin" ] || { echo "build/inbox-receiver missing: make receiver" >&2; exit 1; }
-command -v wrk >/dev/null || { echo "wrk missing (apt-get install wrk)" >&2; exit 1; }
 command -v pgbench >/dev/null || PATH=$PATH:$(pg_config --bindir)
+source bench/receiver/common.sh
 
 # The old receiver, built once per commit.
 old_ref=${BENCH_OLD_REF:-$(git rev-parse "$(git rev-list -1 HEAD -- receiver/http_server.cpp)^")}
@@ -38,8 +36,6 @@ if [ ! -x "$old_bin" ]; then
   cmake -S "$old_dir" -B "$old_dir/build" -DCMAKE_BUILD_TYPE=Release -DINBOX_RECEIVER_TESTS=OFF >/dev/null
   cmake --build "$old_dir/build" -j2 --target inbox-receiver >/dev/null
 fi
-
-source bench/receiver/common.sh
 
 # Where the CPU goes (issue 10: what bounds the ratio). Clock ticks of
 # processes, from /proc; the database must be on this machine (make bench).
