@@ -4,7 +4,7 @@
 -- inbox.verify_log checks (tampering as a superuser with the triggers off
 -- included) and inbox.seal_log seals.
 BEGIN;
-SELECT plan(84);
+SELECT plan(91);
 
 SELECT inbox.register_provider('stripe');
 CREATE FUNCTION pg_temp.log(ext text) RETURNS TABLE (delivery int, outcome text, kept boolean, differs boolean)
@@ -258,6 +258,42 @@ ROLLBACK TO t;
 SELECT is_empty($$ SELECT * FROM inbox.verify_log() $$, 'undone: the log verifies again');
 ALTER TABLE inbox.delivery_batches ENABLE TRIGGER USER;
 ALTER TABLE inbox.log_seals ENABLE TRIGGER USER;
+
+-- The row is inserted without an INSERT statement (extension/direct_insert.cpp):
+-- every index has its entries, the partial one too, ...
+SET LOCAL enable_indexscan = off;
+SET LOCAL enable_indexonlyscan = off;
+SET LOCAL enable_bitmapscan = off;
+CREATE TEMP TABLE in_heap AS
+    SELECT count(*) AS calls, count(*) FILTER (WHERE differing > 0) AS differing FROM inbox.delivery_batches;
+RESET enable_indexscan;
+RESET enable_indexonlyscan;
+SET LOCAL enable_seqscan = off;
+SELECT ok((SELECT differing FROM in_heap) > 0, 'calls whose body differed');
+SELECT is((SELECT count(*) FROM inbox.delivery_batches WHERE differing > 0 AND received_at > '-infinity'),
+          (SELECT differing FROM in_heap), 'the partial index on differing > 0 has every one of them');
+SELECT is((SELECT count(*) FROM inbox.delivery_batches WHERE stripe >= 0),
+          (SELECT calls FROM in_heap), 'the primary key has every row');
+RESET enable_seqscan;
+RESET enable_bitmapscan;
+SELECT is((SELECT received_at FROM inbox.delivery_batches ORDER BY stripe, seq DESC LIMIT 1), now(),
+          'received_at is the transaction''s now()');
+-- ... and with what only the executor does for the table, the statement runs.
+SAVEPOINT direct;
+CREATE TABLE pg_temp.fired (n int);
+CREATE FUNCTION pg_temp.count_insert() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN INSERT INTO fired VALUES (1); RETURN NEW; END $$;
+CREATE TRIGGER count_insert AFTER INSERT ON inbox.delivery_batches
+    FOR EACH ROW EXECUTE FUNCTION pg_temp.count_insert();
+SELECT inbox.ingest('stripe', 'with_trigger', '{}');
+SELECT is((SELECT count(*)::int FROM fired), 1, 'an INSERT trigger on the log''s table fires');
+ROLLBACK TO direct;
+ALTER TABLE inbox.delivery_batches ADD COLUMN note text DEFAULT 'a default';
+SELECT inbox.ingest('stripe', 'with_column', '{}');
+SELECT is((SELECT note FROM inbox.delivery_batches WHERE 'with_column' = ANY (external_ids)), 'a default',
+          'a column ingest does not know gets its default');
+SELECT is_empty($$ SELECT * FROM inbox.verify_log() $$, '... and the log still verifies');
+ROLLBACK TO direct;
 
 -- The payload_changed rollup (check payload_changed_processing) counts
 -- the bodies that differed while processing.
