@@ -3,7 +3,8 @@
 # earlier commit's and beside raw SQL, alternating (base, this, raw, base,
 # ...) so machine noise hits all three: one event per transaction at 32
 # clients, batches of 100, re-deliveries of pending events and of processed
-# ones (duplicates) at BENCH_CLIENTS. The base runs on a cluster of its own,
+# ones (duplicates) at BENCH_CLIENTS; then single events beside raw SQL that
+# also writes an audit row per delivery. The base runs on a cluster of its own,
 # built from its own tree (its SQL differs, not only its library); this
 # checkout and raw SQL on the cluster of PGHOST/PGPORT/PGUSER/PGDATABASE (as
 # make bench makes one).
@@ -73,6 +74,26 @@ compare "ingest, 1 per transaction" ingest_one.sql 1 32
 compare "ingest_batch, 100 per transaction" ingest_batch.sql 100 "$clients"
 compare "re-delivery of pending ids" redelivery_pending.sql 1 "$clients"
 compare "duplicate storm (processed ids)" duplicate_storm.sql 1 "$clients"
+# The ceiling for single events: what raw SQL reaches once it writes an
+# audit row per delivery too (raw_ingest_one_audited.sql), alternating with
+# this checkout's ingest and the plain raw upsert.
+ceiling() {  # clients
+  local c=0 r=0 a=0 x y z each=""
+  for _ in $(seq "$rounds"); do
+    x=$(tps current ingest_one.sql "$1")
+    y=$(tps current raw_ingest_one.sql "$1")
+    z=$(tps current raw_ingest_one_audited.sql "$1")
+    c=$(echo "$c + $x" | bc -l)
+    r=$(echo "$r + $y" | bc -l)
+    a=$(echo "$a + $z" | bc -l)
+    each="$each $(printf '%.2f/%.2f' "$(echo "$z / $y" | bc -l)" "$(echo "$x / $z" | bc -l)")"
+  done
+  printf '\nsingle events at %d clients: this %.0f, raw %.0f, raw + audit row %.0f rows/s\n' "$1" \
+    "$(echo "$c / $rounds" | bc -l)" "$(echo "$r / $rounds" | bc -l)" "$(echo "$a / $rounds" | bc -l)"
+  printf 'raw + audit row / raw %.2f, this / (raw + audit row) %.2f; each round:%s\n' \
+    "$(echo "$a / $r" | bc -l)" "$(echo "$c / $a" | bc -l)" "$each"
+}
+ceiling 32
 on current -c "DROP SCHEMA bench CASCADE" -c "TRUNCATE inbox.events CASCADE" \
   -c "DELETE FROM inbox.providers WHERE name = 'bench'" -c "ALTER SYSTEM RESET max_wal_size" \
   -c "ALTER SYSTEM RESET checkpoint_timeout" -c "SELECT pg_reload_conf()" >/dev/null 2>&1

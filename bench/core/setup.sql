@@ -12,3 +12,9 @@ CREATE FUNCTION bench.payload(n bigint) RETURNS jsonb LANGUAGE sql IMMUTABLE AS 
              'amount_paid', 4200, 'currency', 'eur', 'customer', 'cus_' || (n % 997),
              'lines', repeat('x', 400))))
 $$;
+-- The raw side's audit log (raw_ingest_one_audited.sql): one row per
+-- delivery, the size of the delivery log's row for a single event.
+CREATE TABLE bench.raw_audit (stripe smallint, seq bigserial, row_bytes bytea, PRIMARY KEY (stripe, seq));
+CREATE FUNCTION bench.audit_bytes() RETURNS bytea LANGUAGE sql IMMUTABLE AS $$
+  SELECT decode(repeat('ab', 420), 'hex')
+$$;
