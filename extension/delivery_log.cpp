@@ -11,6 +11,7 @@
 #include "boundary.hpp"
 #include "direct_insert.hpp"
 #include "gucs.hpp"
+#include "jsonb_text.hpp"
 #include "log_chain.hpp"
 #include "spi.hpp"
 
@@ -120,7 +121,9 @@ std::string_view text_bytes(Datum datum) {
 // again for each digest. An error abort frees it with its resource owner.
 class Hasher {
  public:
-  Hasher() : ctx_(pg_call([] { return pg_cryptohash_create(PG_SHA256); })) {
+  Hasher()
+      : ctx_(pg_call([] { return pg_cryptohash_create(PG_SHA256); })),
+        text_(pg_call([] { return makeStringInfo(); })) {
     if (ctx_ == nullptr) throw std::bad_alloc();
   }
   Hasher(const Hasher &) = delete;
@@ -144,13 +147,16 @@ class Hasher {
   // The digest of a jsonb value's text form (a body when the caller passed
   // no raw digest; headers always).
   Sha256 jsonb_text(Datum jsonb) {
-    const char *text =
-        pg_call([&] { return DatumGetCString(DirectFunctionCall1(jsonb_out, jsonb)); });
-    return digest({std::string_view(text)});
+    pg_call([&] {
+      resetStringInfo(text_);
+      append_jsonb_text(text_, DatumGetJsonbP(jsonb));
+    });
+    return digest({std::string_view(text_->data, static_cast<size_t>(text_->len))});
   }
 
  private:
   pg_cryptohash_ctx *ctx_;
+  StringInfo text_;  // one buffer for every jsonb's text (palloc'd: freed with the call's memory)
 };
 
 Datum bytea_of(const Sha256 &digest) {

@@ -4,7 +4,7 @@
 -- inbox.verify_log checks (tampering as a superuser with the triggers off
 -- included) and inbox.seal_log seals.
 BEGIN;
-SELECT plan(91);
+SELECT plan(93);
 
 SELECT inbox.register_provider('stripe');
 CREATE FUNCTION pg_temp.log(ext text) RETURNS TABLE (delivery int, outcome text, kept boolean, differs boolean)
@@ -117,6 +117,27 @@ SELECT results_eq($$ SELECT body_sha256, body_hashed, signature_scheme FROM inbo
                       WHERE external_id IN ('h3', 'h4') ORDER BY external_id $$,
                   $$ VALUES (sha256('a'), 'raw', 'github'), (sha256(convert_to('{}', 'UTF8')), 'jsonb', NULL) $$,
                   'each element''s digest and scheme');
+
+-- The text a body's and headers' digests cover is jsonb_out's, byte for
+-- byte (extension/jsonb_text.cpp writes it without jsonb_out): escapes,
+-- control characters, multibyte text, numbers, nesting, scalars, empties.
+CREATE TEMP TABLE odd_bodies (n int, body jsonb);
+INSERT INTO odd_bodies VALUES
+    (1, $j${"tab": "a\tb", "quote": "say \"hi\"", "slash": "back\\slash /", "nl": "x\ny\r\n",
+          "bf": "\b\f", "ctl": "\u0001\u001f\u007f", "uni": "é€😀 \u00e9", "k\"ey": {"": ""}}$j$),
+    (2, '[1, 2.50, -0, 1e3, 1.0E-5, 123456789012345678901234567890.5, true, false, null, [], {}, [[]], {"a": {}}]'),
+    (3, '"a scalar \"string\""'), (4, '42'), (5, 'null'), (6, 'true'), (7, '{}'), (8, '[]'),
+    (9, '{"nested": [{"k": [1, {"x": null}]}, [2, [3, [4]]]], "z": [{"a": 1, "b": [true]}]}'),
+    (10, jsonb_build_object('long', repeat('plain ' || E'\t' || '"q" ', 2000), 'n', 1));
+SELECT is(inbox.ingest_batch(array_fill('stripe'::text, ARRAY[10]),
+                             ARRAY(SELECT 'odd' || n FROM odd_bodies ORDER BY n),
+                             ARRAY(SELECT body FROM odd_bodies ORDER BY n),
+                             ARRAY(SELECT body FROM odd_bodies ORDER BY n)),
+          array_fill('inserted'::text, ARRAY[10]), 'ten odd bodies, as headers too');
+SELECT is((SELECT array_agg(o.n ORDER BY o.n) FROM inbox.deliveries d JOIN odd_bodies o ON d.external_id = 'odd' || o.n
+            WHERE d.body_sha256 = sha256(convert_to(o.body::text, 'UTF8'))
+              AND d.headers_sha256 = sha256(convert_to(o.body::text, 'UTF8'))),
+          ARRAY[1, 2, 3, 4, 5, 6, 7, 8, 9, 10], 'each body''s and headers'' digest is of their jsonb text');
 
 -- Bad input: nothing is written.
 SELECT throws_ok($$ SELECT inbox.ingest('stripe', 'x1', '{}', NULL, 'webhook', '\x00'::bytea) $$, '22023',
