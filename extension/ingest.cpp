@@ -28,7 +28,10 @@ constexpr Size kMaxSchemeBytes = 64;
 //     are grouped by provider); an unknown one fails the call before any write.
 //  1. insert_batch_plan inserts the ids that are new. ON CONFLICT DO NOTHING
 //     neither locks nor writes an existing row, and waits for a concurrent
-//     insert of the same id to commit or roll back (then inserts).
+//     insert of the same id to commit or roll back (then inserts). It forms
+//     every id's row before the conflict check, so each takes a sequence
+//     value, and PostgreSQL's WAL record of a sequence (every 32nd value)
+//     takes its transaction an xid: a batch of duplicates may write that.
 //  2. Only when some id was not inserted, upsert_batch_plan for those: an
 //     event already processed is not written; one still open gets its
 //     deliveries counted, and its payload and headers refreshed unless a
@@ -80,32 +83,41 @@ WHERE NOT EXISTS (SELECT 1 FROM inbox.providers p WHERE p.name = x.name)
                                   {TEXTARRAYOID},
                                   nullptr};
 
-// ingest()'s first try, as the batch's: a new id (the common case) costs the
-// conflict check and the insert, no lookup of a processed row and no
-// update's arbiter. Nothing when the id exists (or the provider is unknown):
-// then upsert_one_plan. Its columns are upsert_one_plan's.
-KeptPlan insert_one_plan = {R"SQL(
-INSERT INTO inbox.events AS e (provider, external_id, payload, headers, source)
-SELECT $1, $2, $3, $4, $5 WHERE EXISTS (SELECT FROM inbox.providers p WHERE p.name = $1)
-ON CONFLICT ON CONSTRAINT events_provider_external_id_key DO NOTHING
-RETURNING true, true, e.id, e.delivery_count::bigint, NULL::jsonb
+// ingest()'s first try while most recent ids were open events (a provider's
+// retry storm while the backlog is long): upsert_one_plan's update alone,
+// one probe, by the key in a scalar subquery (a WHERE on the key and
+// processed_at, planned on an empty table, scanned all of events_open_idx).
+// Nothing when the id is new, processed, or not in this statement's
+// snapshot yet (a concurrent insert): then upsert_one_plan, whose arbiter
+// waits for that insert. Its columns are upsert_one_plan's.
+KeptPlan update_one_plan = {R"SQL(
+UPDATE inbox.events AS e
+   SET payload = CASE WHEN e.status = 'processing' THEN e.payload ELSE $3 END,
+       headers = CASE WHEN e.status = 'processing' THEN e.headers ELSE $4 END,
+       delivery_count = e.delivery_count + 1, received_at = now()
+ WHERE e.id = (SELECT d.id FROM inbox.events d WHERE d.provider = $1 AND d.external_id = $2)
+   AND e.processed_at IS NULL AND EXISTS (SELECT FROM inbox.providers p WHERE p.name = $1)
+RETURNING true, false, e.id, e.delivery_count::bigint,
+          CASE WHEN e.status = 'processing' THEN e.payload END
 )SQL",
-                            5,
-                            {TEXTOID, TEXTOID, JSONBOID, JSONBOID, TEXTOID},
+                            4,
+                            {TEXTOID, TEXTOID, JSONBOID, JSONBOID},
                             nullptr};
 
-// Which plan ingest() runs first, from the ids this connection was given
-// lately: insert_one_plan while most were new (a new id then costs one
-// statement, not the upsert's three probes), upsert_one_plan during a storm
-// of re-deliveries (where the insert would fail first every time). Only the
-// cost differs: every outcome is the upsert's either way.
+// Which plan ingest() runs first, from what this connection's recent ids
+// turned out to be: update_one_plan while most were open events (a retry
+// storm), upsert_one_plan otherwise. A wrong guess costs one statement that
+// changes nothing; the outcome is the upsert's either way. (An insert first
+// for new ids, tried too, saved nothing once it had to probe for the row
+// first: without the probe it waited for a purge deleting the row, where the
+// upsert counts a duplicate at once, purge_vs_redelivery.spec.)
 class RecentIds {
  public:
-  bool mostly_new() const { return new_share_ >= 0.5; }
-  void saw(bool new_id) { new_share_ += ((new_id ? 1.0 : 0.0) - new_share_) / 8; }
+  bool mostly_open() const { return open_share_ >= 0.5; }
+  void saw(bool updated) { open_share_ += ((updated ? 1.0 : 0.0) - open_share_) / 8; }
 
  private:
-  double new_share_ = 1.0;  // a moving average over about the last 8 calls
+  double open_share_ = 0.0;  // a moving average over about the last 8 calls
 };
 RecentIds recent_ids;
 
@@ -114,13 +126,18 @@ RecentIds recent_ids;
 // 2: true inserted, false updated, NULL duplicate (processed: not written);
 // 3-5 as the batch's 4-6, for a duplicate the processed row's id and count
 // as the probe saw them (NULL when it saw the row still open: processed
-// since).
+// since). The probe asks for the row by its key alone (OFFSET 0 keeps
+// processed_at out of its scan): with processed_at in the scan, a plan made
+// on an empty table used events_processed_idx, every processed event of the
+// provider, and kept using it as they grew.
 KeptPlan upsert_one_plan = {R"SQL(
 WITH known AS (
     SELECT EXISTS (SELECT 1 FROM inbox.providers p WHERE p.name = $1) AS known
 ), processed AS (
-    SELECT d.id, d.delivery_count FROM inbox.events d
-    WHERE d.provider = $1 AND d.external_id = $2 AND d.processed_at IS NOT NULL
+    SELECT k.id, k.delivery_count
+    FROM (SELECT d.id, d.delivery_count, d.processed_at FROM inbox.events d
+          WHERE d.provider = $1 AND d.external_id = $2 OFFSET 0) k
+    WHERE k.processed_at IS NOT NULL
 ), upserted AS (
     INSERT INTO inbox.events AS e (provider, external_id, payload, headers, source)
     SELECT $1, $2, $3, $4, $5 FROM known
@@ -146,13 +163,16 @@ FROM known LEFT JOIN upserted u ON true LEFT JOIN processed p ON true
 // it had before this call's copies: its count plus its duplicates so far,
 // which the upsert of inbox.delivery_duplicates adds the copies to (a row
 // per event, not an index entry per delivery; in key order, so concurrent
-// calls lock those rows in one order).
+// calls lock those rows in one order). The lookup is a probe per id (OFFSET
+// 0 keeps it a nested subquery): pulled up into a join, a plan made on an
+// analyzed empty table hashed every row of inbox.events for it.
 KeptPlan duplicate_plan = {R"SQL(
 WITH x AS (
     SELECT t.n, t.copies, e.id, e.delivery_count
     FROM unnest($1, $2, $3) WITH ORDINALITY AS t(provider, external_id, copies, n)
     LEFT JOIN LATERAL (SELECT e.id, e.delivery_count FROM inbox.events e
-                       WHERE e.provider = t.provider AND e.external_id = t.external_id) e ON true
+                       WHERE e.provider = t.provider AND e.external_id = t.external_id
+                       OFFSET 0) e ON true
 ), counted AS (
     INSERT INTO inbox.delivery_duplicates AS c (event_id, duplicates)
     SELECT x.id, x.copies FROM x WHERE x.id IS NOT NULL ORDER BY x.n
@@ -577,13 +597,13 @@ INBOX_SQL_FUNCTION(inbox_ingest) {
     Datum args[5] = {PG_GETARG_DATUM(0), PG_GETARG_DATUM(1), PG_GETARG_DATUM(2),
                      PG_ARGISNULL(3) ? (Datum)0 : PG_GETARG_DATUM(3), PG_GETARG_DATUM(4)};
     char nulls[5] = {' ', ' ', ' ', PG_ARGISNULL(3) ? 'n' : ' ', ' '};
-    bool tried_insert = recent_ids.mostly_new();
-    if (tried_insert) execute_kept(insert_one_plan, args, nulls, false, 0);
-    if (!tried_insert || SPI_processed == 0) execute_kept(upsert_one_plan, args, nulls, false, 0);
+    bool tried_update = recent_ids.mostly_open();
+    if (tried_update) execute_kept(update_one_plan, args, nulls, false, 0);
+    if (!tried_update || SPI_processed == 0) execute_kept(upsert_one_plan, args, nulls, false, 0);
     if (!result_bool(0, 1)) raise_unknown_provider(args[0]);
     bool duplicate;
     bool inserted = result_bool(0, 2, &duplicate);
-    recent_ids.saw(!duplicate && inserted);
+    recent_ids.saw(!duplicate && !inserted);
     const char *result = duplicate ? "duplicate" : inserted ? "inserted" : "updated";
     if (!log) return result;
 
