@@ -32,6 +32,11 @@ constexpr int kMaxClaimRows = 10000;
   "    FOR UPDATE SKIP LOCKED\n"                                                              \
   ")\n"
 
+// The UPDATEs below find their rows by `e.id = ANY (the due ids)`, an index
+// condition whatever the statistics: joined by `e.id = due.id` alone, a plan
+// made on an analyzed empty table scanned every event once the table grew
+// (test/pgtap/13_plans_on_growth.sql).
+//
 // Version checks (27_ordering.sql): for providers with ordering pointers the
 // entity and version are read from the payload being handed out; with
 // transition rules, an event advance would refuse is held, not handed out:
@@ -51,7 +56,7 @@ UPDATE inbox.events e
            inbox._version_of(coalesce(e.payload #> o.version_path, e.headers -> o.version_header)) END,
        held_reason = CASE WHEN o.transitions IS NOT NULL THEN inbox._held_transition(e, o) END
   FROM due LEFT JOIN inbox.provider_ordering o ON o.provider = due.provider
- WHERE e.id = due.id
+ WHERE e.id = due.id AND e.id = ANY (ARRAY(SELECT d.id FROM due d))
 RETURNING e.*
 )SQL",
                                 3,
@@ -70,7 +75,7 @@ UPDATE inbox.events e
        lease_token = inbox._lease_token(e.id, e.attempts + 1, e.first_received_at),
        lease_expires_at = now() + $2
   FROM due
- WHERE e.id = due.id
+ WHERE e.id = due.id AND e.id = ANY (ARRAY(SELECT d.id FROM due d))
 RETURNING e.*
 )SQL",
                              3,
@@ -101,6 +106,9 @@ RETURNING 1
                           nullptr};
 
 // Exponential backoff with equal jitter, capped; an explicit retry_after wins.
+// The event is looked up by id alone (OFFSET 0): joined to providers, a plan
+// made on an analyzed empty table walked the whole (provider, external_id)
+// index for it.
 // {attempts} is the count max_attempts is compared with: the attempts since
 // the latest replay (0.2.0), or all of them on a 0.1.0 schema, which has no
 // attempts_at_replay until ALTER EXTENSION UPDATE.
@@ -110,8 +118,8 @@ WITH policy AS (
     SELECT coalesce(p.max_attempts, $5) AS max_attempts,
            coalesce(p.backoff_base, $6) AS backoff_base,
            coalesce(p.backoff_max, $7) AS backoff_max
-    FROM inbox.events ev LEFT JOIN inbox.providers p ON p.name = ev.provider
-    WHERE ev.id = $1
+    FROM (SELECT ev.provider FROM inbox.events ev WHERE ev.id = $1 OFFSET 0) ev
+    LEFT JOIN inbox.providers p ON p.name = ev.provider
 )
 UPDATE inbox.events e
    SET status = CASE WHEN {attempts} >= policy.max_attempts THEN 'dead' ELSE 'pending' END,
@@ -157,7 +165,8 @@ FROM inbox.events e WHERE e.id = $1
 // complete, the facts lease_state() reads (the snapshot predates the UPDATE,
 // which only touched the completed rows). A completed element is not read
 // again: OFFSET 0 keeps `c.id IS NULL` a one-time filter per element, so a
-// completed element costs no second index probe.
+// completed element costs no second index probe. `e.id = ANY ($1)` gives
+// the UPDATE an index condition whatever the statistics.
 KeptPlan complete_batch_plan = {R"SQL(
 WITH input AS (
     SELECT t.id, t.token, t.ord FROM unnest($1, $2) WITH ORDINALITY AS t(id, token, ord)
@@ -165,7 +174,7 @@ WITH input AS (
     UPDATE inbox.events e
        SET status = 'done', processed_at = now(), lease_expires_at = NULL
       FROM input i
-     WHERE e.id = i.id AND e.lease_token = i.token AND e.status = 'processing'
+     WHERE e.id = i.id AND e.lease_token = i.token AND e.status = 'processing' AND e.id = ANY ($1)
     RETURNING e.id, e.lease_token
 )
 SELECT i.id,
