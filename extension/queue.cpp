@@ -32,11 +32,6 @@ constexpr int kMaxClaimRows = 10000;
   "    FOR UPDATE SKIP LOCKED\n"                                                              \
   ")\n"
 
-// The UPDATEs below find their rows by `e.id = ANY (the due ids)`, an index
-// condition whatever the statistics: joined by `e.id = due.id` alone, a plan
-// made on an analyzed empty table scanned every event once the table grew
-// (test/pgtap/13_plans_on_growth.sql).
-//
 // Version checks (27_ordering.sql): for providers with ordering pointers the
 // entity and version are read from the payload being handed out; with
 // transition rules, an event advance would refuse is held, not handed out:
@@ -56,7 +51,7 @@ UPDATE inbox.events e
            inbox._version_of(coalesce(e.payload #> o.version_path, e.headers -> o.version_header)) END,
        held_reason = CASE WHEN o.transitions IS NOT NULL THEN inbox._held_transition(e, o) END
   FROM due LEFT JOIN inbox.provider_ordering o ON o.provider = due.provider
- WHERE e.id = due.id AND e.id = ANY (ARRAY(SELECT d.id FROM due d))
+ WHERE e.id = due.id
 RETURNING e.*
 )SQL",
                                 3,
@@ -75,7 +70,7 @@ UPDATE inbox.events e
        lease_token = inbox._lease_token(e.id, e.attempts + 1, e.first_received_at),
        lease_expires_at = now() + $2
   FROM due
- WHERE e.id = due.id AND e.id = ANY (ARRAY(SELECT d.id FROM due d))
+ WHERE e.id = due.id
 RETURNING e.*
 )SQL",
                              3,
@@ -165,8 +160,7 @@ FROM inbox.events e WHERE e.id = $1
 // complete, the facts lease_state() reads (the snapshot predates the UPDATE,
 // which only touched the completed rows). A completed element is not read
 // again: OFFSET 0 keeps `c.id IS NULL` a one-time filter per element, so a
-// completed element costs no second index probe. `e.id = ANY ($1)` gives
-// the UPDATE an index condition whatever the statistics.
+// completed element costs no second index probe.
 KeptPlan complete_batch_plan = {R"SQL(
 WITH input AS (
     SELECT t.id, t.token, t.ord FROM unnest($1, $2) WITH ORDINALITY AS t(id, token, ord)
@@ -174,7 +168,7 @@ WITH input AS (
     UPDATE inbox.events e
        SET status = 'done', processed_at = now(), lease_expires_at = NULL
       FROM input i
-     WHERE e.id = i.id AND e.lease_token = i.token AND e.status = 'processing' AND e.id = ANY ($1)
+     WHERE e.id = i.id AND e.lease_token = i.token AND e.status = 'processing'
     RETURNING e.id, e.lease_token
 )
 SELECT i.id,
