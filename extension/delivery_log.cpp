@@ -30,14 +30,31 @@ extern "C" {
 namespace pg_inbox {
 namespace {
 
+// A row's columns, in the order of append_deliveries' values, and the
+// statement that inserts them when the row cannot go in without one
+// (direct_insert.hpp); received_at, the transaction's start, comes last in
+// both.
+constexpr int kLogValues = 16;
+constexpr const char *kLogColumns[kLogValues] = {
+    "stripe",       "seq",          "source",          "event_ids",         "deliveries",
+    "outcomes",     "payload_kept", "payload_differs", "differing",         "providers",
+    "external_ids", "body_sha256",  "body_hashed",     "signature_schemes", "headers_sha256",
+    "hash"};
+
+std::string append_sql() {
+  std::string columns, values;
+  for (int i = 0; i < kLogValues; ++i) {
+    columns += std::string(kLogColumns[i]) + ", ";
+    values += "$" + std::to_string(i + 1) + ", ";
+  }
+  return "INSERT INTO inbox.delivery_batches (" + columns + "received_at) VALUES (" + values +
+         "now())";
+}
+const std::string kAppendSql = append_sql();
+
 // The call's deliveries as one row of parallel arrays.
-KeptPlan append_plan = {R"SQL(
-INSERT INTO inbox.delivery_batches (stripe, seq, received_at, source, event_ids, deliveries, outcomes,
-                                    payload_kept, payload_differs, differing, providers, external_ids,
-                                    body_sha256, body_hashed, signature_schemes, headers_sha256, hash)
-VALUES ($1, $2, now(), $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16)
-)SQL",
-                        16,
+KeptPlan append_plan = {kAppendSql.c_str(),
+                        kLogValues,
                         {INT2OID, INT8OID, TEXTOID, INT8ARRAYOID, INT4ARRAYOID, TEXTARRAYOID,
                          BOOLARRAYOID, BOOLARRAYOID, INT4OID, TEXTARRAYOID, TEXTARRAYOID,
                          BYTEAARRAYOID, TEXTARRAYOID, TEXTARRAYOID, BYTEAARRAYOID, BYTEAOID},
@@ -306,7 +323,7 @@ void append_deliveries(int stripe, Datum source, const Delivery *rows, int count
       return PointerGetDatum(
           construct_md_array(values, nulls, 1, dims, lbs, type, len, byval, align));
     };
-    Datum args[16] = {
+    Datum args[kLogValues] = {
         Int16GetDatum(static_cast<int16>(stripe)),
         Int64GetDatum(head.seq + 1),
         source,
@@ -326,15 +343,11 @@ void append_deliveries(int stripe, Datum source, const Delivery *rows, int count
     // The row as the statement would insert it, without its executor
     // start-up (half the log's cost of a single-event call); the statement
     // when the table has grown what only the executor handles.
-    static const char *const columns[16] = {
-        "stripe",       "seq",          "source",          "event_ids",         "deliveries",
-        "outcomes",     "payload_kept", "payload_differs", "differing",         "providers",
-        "external_ids", "body_sha256",  "body_hashed",     "signature_schemes", "headers_sha256",
-        "hash"};
-    ColumnValue row[17];
-    for (int i = 0; i < 16; ++i) row[i] = {columns[i], args[i], false};
-    row[16] = {"received_at", TimestampTzGetDatum(GetCurrentTransactionStartTimestamp()), false};
-    if (insert_without_executor(log.table, row, 17)) return;
+    ColumnValue row[kLogValues + 1];
+    for (int i = 0; i < kLogValues; ++i) row[i] = {kLogColumns[i], args[i], false};
+    row[kLogValues] = {"received_at", TimestampTzGetDatum(GetCurrentTransactionStartTimestamp()),
+                       false};
+    if (insert_without_executor(log.table, row, kLogValues + 1)) return;
     execute_kept(append_plan, args, nullptr, false, 0);
   });
 }

@@ -39,10 +39,10 @@ bool insert_without_executor(Oid table_id, const ColumnValue *columns, int count
   bool *named = static_cast<bool *>(palloc0(sizeof(bool) * desc->natts));
   for (int i = 0; i < desc->natts; ++i) nulls[i] = true;
   bool complete = true;
-  for (int i = 0; i < count && complete; ++i) {
+  for (int i = 0; i < count; ++i) {
     AttrNumber attno = get_attnum(table_id, columns[i].column);
     complete = attno > 0 && !named[attno - 1];
-    if (!complete) break;
+    if (!complete) break;  // a name the table lacks, or one named twice
     named[attno - 1] = true;
     values[attno - 1] = columns[i].value;
     nulls[attno - 1] = columns[i].isnull;
