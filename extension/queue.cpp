@@ -15,7 +15,8 @@ constexpr int kMaxClaimRows = 10000;
 // SKIP LOCKED: concurrent workers take disjoint sets without waiting. ORDER BY
 // id is a preference (oldest first), not an ordering promise across workers.
 // Touches no indexed column, so a claim is a HOT update. Planned per call:
-// with LIMIT $1 unknown a generic plan sorts the whole backlog.
+// with LIMIT $1 unknown a generic plan sorts the whole backlog. Across all
+// providers the due scan walks events_open_idx in id order (see claim()).
 // The due events, shared by both claim statements (a raw string cannot
 // span the lines of a macro).
 #define INBOX_CLAIM_DUE                                                                       \
@@ -161,6 +162,8 @@ FROM inbox.events e WHERE e.id = $1
 // which only touched the completed rows). A completed element is not read
 // again: OFFSET 0 keeps `c.id IS NULL` a one-time filter per element, so a
 // completed element costs no second index probe.
+// Planned per call (once per batch): a generic plan made on a near-empty
+// table walks every event for the batch once the table has grown.
 KeptPlan complete_batch_plan = {R"SQL(
 WITH input AS (
     SELECT t.id, t.token, t.ord FROM unnest($1, $2) WITH ORDINALITY AS t(id, token, ord)
@@ -189,7 +192,8 @@ ORDER BY i.ord
 )SQL",
                                 2,
                                 {INT8ARRAYOID, UUIDARRAYOID},
-                                nullptr};
+                                nullptr,
+                                CURSOR_OPT_CUSTOM_PLAN};
 
 }  // namespace
 
@@ -262,7 +266,18 @@ Datum claim(FunctionCallInfo fcinfo, bool ordering) {
       execute_kept(ordering_plan, &args[2], &nulls[2], true, 1);
       ordering = SPI_processed > 0;
     }
-    execute_kept(ordering ? claim_ordering_plan : claim_plain_plan, args, nulls, false, 0);
+    KeptPlan &claim_plan = ordering ? claim_ordering_plan : claim_plain_plan;
+    // Without statistics that know the open events (a table analyzed while
+    // empty, or all processed before a burst) the planner expects one due
+    // event and sorts every open one for each claim, until autoanalyze. A
+    // walk of events_open_idx in id order reads no more rows than that sort
+    // and stops at max_rows, so across all providers it is the only plan.
+    // Named, a provider's own events may be found faster another way.
+    if (provider == nullptr)
+      with_setting("enable_sort", "off",
+                   [&] { execute_kept(claim_plan, args, nulls, false, 0); });
+    else
+      execute_kept(claim_plan, args, nulls, false, 0);
 
     // RETURNING e.* skips dropped columns; the result type still has them.
     auto *rsinfo = reinterpret_cast<ReturnSetInfo *>(fcinfo->resultinfo);

@@ -48,6 +48,17 @@ SPIPlanPtr kept_plan(KeptPlan &plan);
 // Prepares plan on first use, then executes it. Returns the SPI result code.
 int execute_kept(KeptPlan &plan, Datum *values, const char *nulls, bool read_only, long max_rows);
 
+// Runs fn with one setting changed for fn's statements only, as a
+// function's SET clause does. An error raised in fn leaves the setting to
+// the (sub)transaction's abort, which restores it.
+template <typename Fn>
+void with_setting(const char *name, const char *value, Fn &&fn) {
+  int nest_level = NewGUCNestLevel();
+  set_config_option(name, value, PGC_USERSET, PGC_S_SESSION, GUC_ACTION_SAVE, true, 0, false);
+  fn();
+  AtEOXact_GUC(true, nest_level);
+}
+
 // Column `column` (1-based) of row `row` of the last SPI result. Call inside
 // spi_call. result_value and result_text copy into the caller's (pre-SPI)
 // memory context; the others return plain values, 0 or false for NULL.
