@@ -3,6 +3,7 @@
 // reader for the columns of the last result.
 #pragma once
 
+#include <initializer_list>
 #include <string>
 #include <type_traits>
 
@@ -40,6 +41,12 @@ struct KeptPlan {
   // values, and re-planning costs more than running them (~330 vs ~50 us per
   // ingest). Custom where it does: a generic plan cannot see LIMIT $1.
   int cursor_options = CURSOR_OPT_GENERIC_PLAN;
+  // A generic plan fits the table sizes it was made for: one made on a
+  // near-empty inbox.events may walk the whole table once it has grown. Set
+  // for plans whose shape depends on it: re-prepared once the table has
+  // grown eightfold since (a few times on the way to millions of rows).
+  bool replan_on_events_growth = false;
+  BlockNumber planned_for_blocks = 0;
 };
 
 // The prepared statement, prepared and kept on first use.
@@ -48,13 +55,20 @@ SPIPlanPtr kept_plan(KeptPlan &plan);
 // Prepares plan on first use, then executes it. Returns the SPI result code.
 int execute_kept(KeptPlan &plan, Datum *values, const char *nulls, bool read_only, long max_rows);
 
-// Runs fn with one setting changed for fn's statements only, as a
-// function's SET clause does. An error raised in fn leaves the setting to
-// the (sub)transaction's abort, which restores it.
+struct Setting {
+  const char *name;
+  const char *value;
+};
+
+// Runs fn with settings changed for fn's statements only, as a function's
+// SET clause does. An error raised in fn leaves them to the
+// (sub)transaction's abort, which restores them.
 template <typename Fn>
-void with_setting(const char *name, const char *value, Fn &&fn) {
+void with_settings(std::initializer_list<Setting> settings, Fn &&fn) {
   int nest_level = NewGUCNestLevel();
-  set_config_option(name, value, PGC_USERSET, PGC_S_SESSION, GUC_ACTION_SAVE, true, 0, false);
+  for (const Setting &setting : settings)
+    set_config_option(setting.name, setting.value, PGC_USERSET, PGC_S_SESSION, GUC_ACTION_SAVE,
+                      true, 0, false);
   fn();
   AtEOXact_GUC(true, nest_level);
 }

@@ -1,6 +1,6 @@
 -- inbox.claim: leases due events with SKIP LOCKED.
 BEGIN;
-SELECT plan(23);
+SELECT plan(26);
 
 SELECT inbox.register_provider('stripe');
 SELECT inbox.register_provider('github');
@@ -64,6 +64,26 @@ SELECT is((SELECT count(*)::int FROM inbox.claim(40, '1 minute', 'hot')), 40, 'f
 SELECT is((SELECT pg_stat_get_xact_tuples_hot_updated('inbox.events'::regclass) - hot FROM hot_before),
           (SELECT pg_stat_get_xact_tuples_updated('inbox.events'::regclass) - updated FROM hot_before),
           'every claim was a HOT update');
+
+-- A claim across all providers plans its scan with sorting (and JIT) off;
+-- the caller's settings are as they were after it, and after its error.
+SET LOCAL enable_sort = on;
+SET LOCAL jit = on;
+SELECT count(*) FROM inbox.claim(1);
+SELECT is(current_setting('enable_sort') || ' ' || current_setting('jit'), 'on on',
+          'after a claim the session sorts and compiles as before');
+CREATE FUNCTION pg_temp.refuse() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    RAISE EXCEPTION 'refused' USING ERRCODE = 'P0001';
+END
+$$;
+CREATE TRIGGER refuse_updates BEFORE UPDATE ON inbox.events FOR EACH ROW EXECUTE FUNCTION pg_temp.refuse();
+SELECT inbox.ingest('github', 'g-refused', '{}');
+SELECT throws_ok($$ SELECT count(*) FROM inbox.claim(1) $$, 'P0001', 'refused',
+                 'an error inside the claim reaches the caller');
+SELECT is(current_setting('enable_sort') || ' ' || current_setting('jit'), 'on on',
+          'and leaves the settings as they were');
+DROP TRIGGER refuse_updates ON inbox.events;
 
 SELECT * FROM finish();
 ROLLBACK;
