@@ -13,6 +13,12 @@
 # into that installation for its runs (new connections load it). The SQL
 # objects stay this checkout's: BENCH_BASE_FILLFACTOR (default 80, what
 # 0.2.0 had before issue 13's drain work) stands in for the base's table.
+#
+# BENCH_COLD=1: the backlog lands on a table with the statistics of a fresh
+# install (none: analyzed only while empty; the earlier rounds' are deleted)
+# and is drained before any statistics see it (autovacuum off for the table
+# during the runs): what a new install's first backlog meets until
+# autoanalyze, up to a minute later.
 set -euo pipefail
 cd "$(dirname "$0")"
 base=${BENCH_BASE:?set BENCH_BASE to the commit to compare with}
@@ -23,6 +29,7 @@ seconds=${BENCH_SECONDS:-8}
 clients=${BENCH_CLIENTS:-4}
 rounds=${BENCH_ROUNDS:-3}
 backlog=${BENCH_BACKLOG:-300000}
+cold=${BENCH_COLD:-0}
 lib="$(dirname "${INBOX_PG_BINDIR:?the bin directory of a scripts/pg-tree.sh installation}")/lib/pg_inbox.so"
 
 work=$(mktemp -d /tmp/pg_inbox-drain.XXXXXX)
@@ -34,6 +41,8 @@ use() { cp "$work/$1.so" "$lib.swap" && mv "$lib.swap" "$lib"; }  # a new inode:
 finish() {
   use current
   psql -X -q -c "ALTER TABLE inbox.events SET (fillfactor = $fillfactor)" \
+    -c "ALTER TABLE inbox.events RESET (autovacuum_enabled)" \
+    -c "ALTER TABLE IF EXISTS bench.raw_events RESET (autovacuum_enabled)" \
     -c "DROP SCHEMA IF EXISTS bench CASCADE" -c "TRUNCATE inbox.events CASCADE" \
     -c "DELETE FROM inbox.providers WHERE name = 'bench'" >/dev/null 2>&1 || true
   git -C ../.. worktree remove --force "$work/base" || true
@@ -51,10 +60,15 @@ run() {
     current) use current; psql -X -q -c "ALTER TABLE inbox.events SET (fillfactor = $fillfactor)" ;;
     raw) table=bench.raw_events script=raw_claim_complete.sql ;;
   esac
-  psql -X -q -v ON_ERROR_STOP=1 -c "TRUNCATE $table CASCADE" \
+  local before_load="SELECT" after_load="VACUUM ANALYZE $table"
+  if [ "$cold" = 1 ]; then
+    before_load="DELETE FROM pg_statistic WHERE starelid = '$table'::regclass; ANALYZE $table"
+    after_load="ALTER TABLE $table SET (autovacuum_enabled = off)"
+  fi
+  psql -X -q -v ON_ERROR_STOP=1 -c "TRUNCATE $table CASCADE" -c "$before_load" \
     -c "INSERT INTO $table (provider, external_id, payload)
         SELECT 'bench', 'backlog-' || g, bench.payload(g) FROM generate_series(1, $backlog) g" \
-    -c "VACUUM ANALYZE $table" -c "CHECKPOINT" >/dev/null
+    -c "$after_load" -c "CHECKPOINT" >/dev/null
   local before tps
   before=$(psql -X -At -c "SELECT pg_stat_get_tuples_updated('$table'::regclass) || ' ' ||
                                   pg_stat_get_tuples_hot_updated('$table'::regclass)")
@@ -68,7 +82,8 @@ run() {
 }
 
 printf 'drain: claim 100 + complete_batch, %d workers, %d pending at the start of each run\n' "$clients" "$backlog"
-printf 'base %s at fillfactor %s; this checkout at fillfactor %s\n\n' "$base" "$base_fillfactor" "$fillfactor"
+printf 'base %s at fillfactor %s; this checkout at fillfactor %s%s\n\n' "$base" "$base_fillfactor" "$fillfactor" \
+  "$([ "$cold" = 1 ] && echo '; cold: no statistics, as on a fresh install')"
 printf '%6s %10s %10s %10s %11s %11s %8s %8s %8s\n' round base/s this/s raw/s this/base this/raw \
   "HOT% b" "HOT% t" "HOT% raw"
 for round in $(seq "$rounds"); do
