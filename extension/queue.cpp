@@ -15,8 +15,10 @@ constexpr int kMaxClaimRows = 10000;
 // SKIP LOCKED: concurrent workers take disjoint sets without waiting. ORDER BY
 // id is a preference (oldest first), not an ordering promise across workers.
 // Touches no indexed column, so a claim is a HOT update. Planned per call:
-// with LIMIT $1 unknown a generic plan sorts the whole backlog. Across all
-// providers the due scan walks events_open_idx in id order (see claim()).
+// with LIMIT $1 unknown a generic plan sorts the whole backlog.
+// Robust to statistics that believe the table empty (see claim()): across
+// all providers the due scan walks events_open_idx in id order, and the
+// update finds its rows by the due ids (`id = ANY`), never by a scan.
 // The due events, shared by both claim statements (a raw string cannot
 // span the lines of a macro).
 #define INBOX_CLAIM_DUE                                                                       \
@@ -52,14 +54,13 @@ UPDATE inbox.events e
            inbox._version_of(coalesce(e.payload #> o.version_path, e.headers -> o.version_header)) END,
        held_reason = CASE WHEN o.transitions IS NOT NULL THEN inbox._held_transition(e, o) END
   FROM due LEFT JOIN inbox.provider_ordering o ON o.provider = due.provider
- WHERE e.id = due.id
+ WHERE e.id = ANY (ARRAY(SELECT id FROM due)) AND e.id = due.id
 RETURNING e.*
 )SQL",
                                 3,
                                 {INT4OID, INTERVALOID, TEXTOID},
                                 nullptr,
-                                CURSOR_OPT_GENERIC_PLAN,
-                                true};
+                                CURSOR_OPT_CUSTOM_PLAN};
 
 // Without ordering pointers: the claim of 0.2.0 when no provider claimed
 // from has any, and the claim of 0.1.0, which its install script binds
@@ -71,8 +72,7 @@ UPDATE inbox.events e
        attempts = e.attempts + 1,
        lease_token = inbox._lease_token(e.id, e.attempts + 1, e.first_received_at),
        lease_expires_at = now() + $2
-  FROM due
- WHERE e.id = due.id
+ WHERE e.id = ANY (ARRAY(SELECT id FROM due))
 RETURNING e.*
 )SQL",
                              3,
@@ -163,9 +163,11 @@ FROM inbox.events e WHERE e.id = $1
 // which only touched the completed rows). A completed element is not read
 // again: OFFSET 0 keeps `c.id IS NULL` a one-time filter per element, so a
 // completed element costs no second index probe.
-// Its generic plan, made on a near-empty table, walks every event for the
-// batch once the table has grown: re-prepared as it grows. (Planned per call
-// instead, it costs 0.33 ms per batch.)
+// Robust to statistics that believe the table empty: the update finds its
+// rows by the ids (`id = ANY`) and joins them by hash (complete_batch()); a
+// generic plan made on a near-empty table (a scan of it is cheapest there)
+// is re-prepared as the table grows. (Planned per call, it cost 0.33 ms per
+// batch.)
 KeptPlan complete_batch_plan = {R"SQL(
 WITH input AS (
     SELECT t.id, t.token, t.ord FROM unnest($1, $2) WITH ORDINALITY AS t(id, token, ord)
@@ -173,7 +175,7 @@ WITH input AS (
     UPDATE inbox.events e
        SET status = 'done', processed_at = now(), lease_expires_at = NULL
       FROM input i
-     WHERE e.id = i.id AND e.lease_token = i.token AND e.status = 'processing'
+     WHERE e.id = ANY ($1) AND e.id = i.id AND e.lease_token = i.token AND e.status = 'processing'
     RETURNING e.id, e.lease_token
 )
 SELECT i.id,
@@ -270,19 +272,19 @@ Datum claim(FunctionCallInfo fcinfo, bool ordering) {
       ordering = SPI_processed > 0;
     }
     KeptPlan &claim_plan = ordering ? claim_ordering_plan : claim_plain_plan;
-    // Without statistics that know the open events (a table analyzed while
-    // empty, or all processed before a burst) the planner expects one due
-    // event and sorts every open one for each claim, until autoanalyze. A
-    // walk of events_open_idx in id order reads no more rows than that sort
-    // and stops at max_rows, so across all providers it is the only plan.
-    // Named, a provider's own events may be found faster another way.
-    // jit off: a plan that must sort anyway would carry enable_sort's
-    // penalty cost, far above jit_above_cost (compiling costs 200 ms).
+    auto run_claim = [&] { execute_kept(claim_plan, args, nulls, false, 0); };
+    // Until autoanalyze has seen the backlog (a fresh install, or a table
+    // emptied and refilled) the planner expects about one due event: it
+    // sorted every open event for each claim, and looped over the whole
+    // table for the ordering claim's join. A walk of events_open_idx in id
+    // order reads no more rows than that sort and stops at max_rows, so
+    // across all providers it is the only plan (named, a provider's own
+    // events may be found faster another way); joins hash.
     if (provider == nullptr)
-      with_settings({{"enable_sort", "off"}, {"jit", "off"}},
-                    [&] { execute_kept(claim_plan, args, nulls, false, 0); });
+      with_settings(
+          {{"enable_sort", "off"}, {"enable_nestloop", "off"}, {"jit", "off"}}, run_claim);
     else
-      execute_kept(claim_plan, args, nulls, false, 0);
+      with_settings({{"enable_nestloop", "off"}, {"jit", "off"}}, run_claim);
 
     // RETURNING e.* skips dropped columns; the result type still has them.
     auto *rsinfo = reinterpret_cast<ReturnSetInfo *>(fcinfo->resultinfo);
@@ -371,7 +373,10 @@ INBOX_SQL_FUNCTION(inbox_complete_batch) {
   };
   Result result = spi_call([&] {
     Datum args[2] = {PG_GETARG_DATUM(0), PG_GETARG_DATUM(1)};
-    execute_kept(complete_batch_plan, args, nullptr, false, 0);
+    // Believing the table empty, the planner looped over the batch for
+    // every event; LATERAL s stays a loop.
+    with_settings({{"enable_nestloop", "off"}, {"jit", "off"}},
+                  [&] { execute_kept(complete_batch_plan, args, nullptr, false, 0); });
     Result r{nullptr, SPI_processed, false, LeaseState::kLost, 0};
     auto *outcomes = static_cast<Datum *>(SPI_palloc(Max(SPI_processed, 1) * sizeof(Datum)));
     r.outcomes = outcomes;
