@@ -1,7 +1,8 @@
 -- Processing: claim with a lease, then complete or fail, fenced by the lease token.
 -- complete, complete_batch and fail keep their plans like ingest and run with
 -- enable_seqscan = off for the same reason (10_ingest.sql); claim is planned
--- per call (its LIMIT is a parameter), so it always sees the current table.
+-- per call (its LIMIT is a parameter). How claim and complete_batch hold
+-- while the statistics have not seen the table grow: extension/queue.cpp.
 
 CREATE FUNCTION inbox.claim(
     max_rows int DEFAULT 50,
