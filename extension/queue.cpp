@@ -163,11 +163,10 @@ FROM inbox.events e WHERE e.id = $1
 // which only touched the completed rows). A completed element is not read
 // again: OFFSET 0 keeps `c.id IS NULL` a one-time filter per element, so a
 // completed element costs no second index probe.
-// Robust to statistics that believe the table empty: the update finds its
-// rows by the ids (`id = ANY`) and joins them by hash (complete_batch()); a
-// generic plan made on a near-empty table (a scan of it is cheapest there)
-// is re-prepared as the table grows. (Planned per call, it cost 0.33 ms per
-// batch.)
+// Robust to statistics that believe the table empty, and kept from a
+// near-empty table: the update finds its rows by the ids (`id = ANY`, with
+// enable_seqscan off an index condition) and joins them by hash
+// (complete_batch()).
 KeptPlan complete_batch_plan = {R"SQL(
 WITH input AS (
     SELECT t.id, t.token, t.ord FROM unnest($1, $2) WITH ORDINALITY AS t(id, token, ord)
@@ -196,9 +195,7 @@ ORDER BY i.ord
 )SQL",
                                 2,
                                 {INT8ARRAYOID, UUIDARRAYOID},
-                                nullptr,
-                                CURSOR_OPT_GENERIC_PLAN,
-                                true};
+                                nullptr};
 
 }  // namespace
 

@@ -2,41 +2,9 @@
 
 #include <cstring>
 
-extern "C" {
-#include "access/table.h"
-#include "storage/bufmgr.h"
-#include "utils/rel.h"
-}
-
 namespace pg_inbox {
-namespace {
-
-constexpr BlockNumber kReplanGrowthFactor = 8;
-
-// The size of inbox.events now, 0 without the table. The lock is the one
-// the plan's statement takes anyway.
-BlockNumber events_blocks() {
-  Oid schema = get_namespace_oid("inbox", true);
-  Oid events = OidIsValid(schema) ? get_relname_relid("events", schema) : InvalidOid;
-  if (!OidIsValid(events)) return 0;
-  Relation table = table_open(events, AccessShareLock);
-  BlockNumber blocks = RelationGetNumberOfBlocks(table);
-  table_close(table, NoLock);
-  return blocks;
-}
-
-}  // namespace
 
 SPIPlanPtr kept_plan(KeptPlan &plan) {
-  if (plan.replan_on_events_growth) {
-    BlockNumber blocks = events_blocks();
-    if (plan.plan != nullptr &&
-        blocks / kReplanGrowthFactor > Max(plan.planned_for_blocks, BlockNumber{1})) {
-      SPI_freeplan(plan.plan);
-      plan.plan = nullptr;
-    }
-    if (plan.plan == nullptr) plan.planned_for_blocks = blocks;
-  }
   if (plan.plan == nullptr) {
     SPIPlanPtr prepared =
         SPI_prepare_cursor(plan.sql, plan.nargs, plan.argtypes, plan.cursor_options);

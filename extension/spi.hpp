@@ -41,12 +41,6 @@ struct KeptPlan {
   // values, and re-planning costs more than running them (~330 vs ~50 us per
   // ingest). Custom where it does: a generic plan cannot see LIMIT $1.
   int cursor_options = CURSOR_OPT_GENERIC_PLAN;
-  // A generic plan fits the table sizes it was made for: one made on a
-  // near-empty inbox.events may walk the whole table once it has grown. Set
-  // for plans whose shape depends on it: re-prepared once the table has
-  // grown eightfold since (a few times on the way to millions of rows).
-  bool replan_on_events_growth = false;
-  BlockNumber planned_for_blocks = 0;
 };
 
 // The prepared statement, prepared and kept on first use.
