@@ -278,8 +278,8 @@ Datum claim(FunctionCallInfo fcinfo, bool ordering) {
     // across all providers it is the only plan (named, a provider's own
     // events may be found faster another way); joins hash.
     if (provider == nullptr)
-      with_settings(
-          {{"enable_sort", "off"}, {"enable_nestloop", "off"}, {"jit", "off"}}, run_claim);
+      with_settings({{"enable_sort", "off"}, {"enable_nestloop", "off"}, {"jit", "off"}},
+                    run_claim);
     else
       with_settings({{"enable_nestloop", "off"}, {"jit", "off"}}, run_claim);
 
