@@ -18,6 +18,7 @@
 # nothing: it says what runs and how to stop it.
 set -euo pipefail
 source "$(dirname "$0")/run-state.sh"
+source "$(dirname "$0")/wait-http.sh"
 cd "$root"
 mkdir -p "$state"
 detach=${INBOX_RUN_DETACH:-0}
@@ -163,12 +164,7 @@ else
 fi
 receiver_pid=$!
 echo "$receiver_pid" > "$state/receiver.pid"
-for _ in $(seq 100); do
-  curl -sf "$url/readyz" >/dev/null && break
-  kill -0 "$receiver_pid" 2>/dev/null || break
-  sleep 0.1
-done
-if ! curl -sf "$url/readyz" >/dev/null; then
+if ! wait_http "$url/readyz" "$receiver_pid"; then
   echo "make run: inbox-receiver did not become ready on $url" >&2
   [ "$detach" = 1 ] && tail -20 "$state/receiver.log" >&2
   exit 1

@@ -3,6 +3,7 @@
 # the receiver as built and wrk, a work directory, the least-privileged role
 # the receiver connects as, a free port, starting and stopping a receiver
 # with group commit on, pre-signed deliveries and wrk.
+source scripts/wait-http.sh
 new_bin=$PWD/build/inbox-receiver
 [ -x "$new_bin" ] || { echo "build/inbox-receiver missing: make receiver" >&2; exit 1; }
 command -v wrk >/dev/null || { echo "wrk missing (apt-get install wrk)" >&2; exit 1; }
@@ -52,10 +53,7 @@ secrets = ["bench-secret"]
 TOML
   "$bin" serve --config "$work/receiver.toml" --quiet >"$work/receiver.log" 2>&1 &
   receiver_pid=$!
-  for _ in $(seq 100); do
-    curl -sf "http://127.0.0.1:$port/readyz" >/dev/null 2>&1 && return 0
-    sleep 0.1
-  done
+  wait_http "http://127.0.0.1:$port/readyz" "$receiver_pid" && return 0
   echo "receiver did not become ready:" >&2; cat "$work/receiver.log" >&2; exit 1
 }
 stop_receiver() { kill -TERM "$receiver_pid"; wait "$receiver_pid" || true; receiver_pid=; }

@@ -9,6 +9,7 @@
 # numbers) and saves a screenshot of each.
 # usage: status_page.sh INBOX_RECEIVER_BIN OUT_DIR   (INBOX_TEST_DATABASE_URL: a superuser URL)
 set -euo pipefail
+source "$(dirname "$0")/../../scripts/wait-http.sh"
 bin=${1:?inbox-receiver binary}
 out=${2:?output directory}
 if [ -z "${INBOX_TEST_DATABASE_URL:-}" ]; then
@@ -86,10 +87,7 @@ secrets = ["whsec_test"]
 TOML
   "$bin" serve --config "$work/$db.toml" --quiet > "$work/$db.log" 2>&1 &
   echo $! > "$work/$db.pid"  # serve runs in $(...): the caller picks the pid up
-  for _ in $(seq 100); do
-    curl -fs "http://127.0.0.1:$admin/healthz" >/dev/null 2>&1 && break
-    sleep 0.1
-  done
+  wait_http "http://127.0.0.1:$admin/healthz" "$(cat "$work/$db.pid")" || true  # the assertions say what failed
   echo "$admin"
 }
 
