@@ -275,9 +275,11 @@ Datum claim(FunctionCallInfo fcinfo, bool ordering) {
     // sorted every open event for each claim, and looped over the whole
     // table for the ordering claim's join. A walk of events_open_idx in id
     // order reads no more rows than that sort and stops at max_rows, so
-    // across all providers it is the only plan (named, a provider's own
-    // events may be found faster another way); joins hash.
-    if (provider == nullptr)
+    // across all providers it is the only plan; joins hash. A named
+    // provider's few events among many may be found faster through the
+    // provider's keys: its claim walks only while the planner's statistics
+    // were not taken from rows.
+    if (provider == nullptr || !events_statistics_from_rows())
       with_settings({{"enable_sort", "off"}, {"enable_nestloop", "off"}, {"jit", "off"}},
                     run_claim);
     else

@@ -2,6 +2,11 @@
 
 #include <cstring>
 
+extern "C" {
+#include "catalog/pg_class.h"
+#include "utils/syscache.h"
+}
+
 namespace pg_inbox {
 
 SPIPlanPtr kept_plan(KeptPlan &plan) {
@@ -22,10 +27,31 @@ int execute_kept(KeptPlan &plan, Datum *values, const char *nulls, bool read_onl
   return rc;
 }
 
-bool events_has_column(const char *column) {
+namespace {
+
+Oid events_table() {
   Oid schema = get_namespace_oid("inbox", true);
-  Oid events = OidIsValid(schema) ? get_relname_relid("events", schema) : InvalidOid;
+  return OidIsValid(schema) ? get_relname_relid("events", schema) : InvalidOid;
+}
+
+}  // namespace
+
+bool events_has_column(const char *column) {
+  Oid events = events_table();
   return OidIsValid(events) && get_attnum(events, column) != InvalidAttrNumber;
+}
+
+bool events_statistics_from_rows() {
+  Oid events = events_table();
+  AttrNumber processed_at = OidIsValid(events) ? get_attnum(events, "processed_at") : 0;
+  if (processed_at <= 0 || !SearchSysCacheExists3(STATRELATTINH, ObjectIdGetDatum(events),
+                                                  Int16GetDatum(processed_at), BoolGetDatum(false)))
+    return false;
+  HeapTuple row = SearchSysCache1(RELOID, ObjectIdGetDatum(events));
+  if (!HeapTupleIsValid(row)) return false;
+  bool counted_rows = reinterpret_cast<Form_pg_class>(GETSTRUCT(row))->reltuples > 0;
+  ReleaseSysCache(row);
+  return counted_rows;
 }
 
 namespace {

@@ -86,6 +86,12 @@ char *result_text(uint64 row, int column);  // nullptr for NULL
 // never stale. Call inside pg_call (or spi_call).
 bool events_has_column(const char *column);
 
+// Whether the planner's statistics of inbox.events were taken from rows:
+// pg_statistic holds its processed_at, and pg_class counted rows (0 after
+// the table was emptied, whatever its size since). Otherwise the planner
+// guesses, or believes the table empty. Call inside pg_call (or spi_call).
+bool events_statistics_from_rows();
+
 // The jsonb of a JSON text (from JsonObject), palloc'd. Calls pg_call itself.
 Datum jsonb_from_text(const std::string &json);
 
