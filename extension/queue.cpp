@@ -16,9 +16,10 @@ constexpr int kMaxClaimRows = 10000;
 // id is a preference (oldest first), not an ordering promise across workers.
 // Touches no indexed column, so a claim is a HOT update. Planned per call:
 // with LIMIT $1 unknown a generic plan sorts the whole backlog.
-// Robust to statistics that believe the table empty (see claim()): across
-// all providers the due scan walks events_open_idx in id order, and the
-// update finds its rows by the due ids (`id = ANY`), never by a scan.
+// Robust to statistics that believe the table empty (see claim()): the due
+// scan walks events_open_idx in id order, and the update finds its rows by
+// the due ids (`id = ANY`), never by a scan (joined to due, a plain claim
+// believing the table empty looped over all of it).
 // The due events, shared by both claim statements (a raw string cannot
 // span the lines of a macro).
 #define INBOX_CLAIM_DUE                                                                       \
@@ -271,19 +272,18 @@ Datum claim(FunctionCallInfo fcinfo, bool ordering) {
     KeptPlan &claim_plan = ordering ? claim_ordering_plan : claim_plain_plan;
     auto run_claim = [&] { execute_kept(claim_plan, args, nulls, false, 0); };
     // Until autoanalyze has seen the backlog (a fresh install, or a table
-    // emptied and refilled) the planner expects about one due event: it
-    // sorted every open event for each claim, and looped over the whole
-    // table for the ordering claim's join. A walk of events_open_idx in id
-    // order reads no more rows than that sort and stops at max_rows, so
-    // across all providers it is the only plan; joins hash. A named
-    // provider's few events among many may be found faster through the
-    // provider's keys: its claim walks only while the planner's statistics
-    // were not taken from rows.
+    // emptied and refilled) the planner expects about one due event, and
+    // sorted every open event for each claim. A walk of events_open_idx in
+    // id order reads no more rows than that sort and stops at max_rows, so
+    // across all providers it is the only plan. A named provider's few
+    // events among many may be found faster through the provider's keys:
+    // its claim walks only while the planner's statistics were not taken
+    // from rows. (The settings hold for functions the statement calls too:
+    // the ordering claim's _held_transition plans its join under them.)
     if (provider == nullptr || !events_statistics_from_rows())
-      with_settings({{"enable_sort", "off"}, {"enable_nestloop", "off"}, {"jit", "off"}},
-                    run_claim);
+      with_settings({{"enable_sort", "off"}, {"jit", "off"}}, run_claim);
     else
-      with_settings({{"enable_nestloop", "off"}, {"jit", "off"}}, run_claim);
+      run_claim();
 
     // RETURNING e.* skips dropped columns; the result type still has them.
     auto *rsinfo = reinterpret_cast<ReturnSetInfo *>(fcinfo->resultinfo);
