@@ -11,6 +11,10 @@ BEGIN
     RETURN (plan->0->'Plan'->>'Shared Hit Blocks')::int + (plan->0->'Plan'->>'Shared Read Blocks')::int;
 END
 $$;
+-- One event's delivery, as every single-event case below sends it.
+CREATE FUNCTION pg_temp.ingest_buffers(external_id text) RETURNS int LANGUAGE sql AS $$
+    SELECT pg_temp.buffers(format('SELECT inbox.ingest(%L, %L, %L)', 'stripe', external_id, '{"n": 1}'))
+$$;
 
 -- Every plan, made on a table of one or two rows: the upsert (a new id),
 -- the update first (a run of re-deliveries turns it on), a duplicate's
@@ -38,26 +42,27 @@ SELECT 'stripe', 'open-' || g, '{}' FROM generate_series(1, 50000) g;
 -- The connection still updates first (most of its last ids were
 -- re-deliveries): each kind of id; then a run of new ones (the upsert
 -- alone again) and each kind; then a batch of all three.
-SELECT cmp_ok(pg_temp.buffers($$ SELECT inbox.ingest('stripe', 'open-7', '{"n": 1}') $$), '<', 60,
+SELECT cmp_ok(pg_temp.ingest_buffers('open-7'), '<', 60,
               'update first: a re-delivery of an open event touches a handful of buffers');
-SELECT cmp_ok(pg_temp.buffers($$ SELECT inbox.ingest('stripe', 'done-7', '{"n": 1}') $$), '<', 60,
+SELECT cmp_ok(pg_temp.ingest_buffers('done-7'), '<', 60,
               'update first: a duplicate of a processed event too');
-SELECT cmp_ok(pg_temp.buffers($$ SELECT inbox.ingest('stripe', 'new-1', '{"n": 1}') $$), '<', 60,
+SELECT cmp_ok(pg_temp.ingest_buffers('new-1'), '<', 60,
               'update first: a new event too');
 SELECT count(*) FROM (SELECT inbox.ingest('stripe', 'new-run-' || g, '{}') FROM generate_series(1, 12) g) news;
-SELECT cmp_ok(pg_temp.buffers($$ SELECT inbox.ingest('stripe', 'new-2', '{"n": 1}') $$), '<', 60,
+SELECT cmp_ok(pg_temp.ingest_buffers('new-2'), '<', 60,
               'the upsert alone: a new event');
-SELECT cmp_ok(pg_temp.buffers($$ SELECT inbox.ingest('stripe', 'open-8', '{"n": 1}') $$), '<', 60,
+SELECT cmp_ok(pg_temp.ingest_buffers('open-8'), '<', 60,
               'the upsert alone: a re-delivery');
-SELECT cmp_ok(pg_temp.buffers($$ SELECT inbox.ingest('stripe', 'done-8', '{"n": 1}') $$), '<', 60,
+SELECT cmp_ok(pg_temp.ingest_buffers('done-8'), '<', 60,
               'the upsert alone: a duplicate');
 SELECT cmp_ok(pg_temp.buffers($$ SELECT inbox.ingest_batch(array_fill('stripe'::text, ARRAY[30]),
                                       ARRAY(SELECT k || g FROM unnest(ARRAY['new-b-', 'open-1', 'done-1']) k,
                                                               generate_series(10, 19) g),
                                       array_fill('{}'::jsonb, ARRAY[30])) $$), '<', 600,
               'a batch of 10 new, 10 open and 10 processed events: a handful per event');
--- The queue: a claim across all providers (planned per call, but from the
--- same statistics), then each way to end a lease.
+-- The queue: a claim across all providers and one naming the provider
+-- (planned per call, but from the same statistics), then each way to end a
+-- lease.
 SELECT cmp_ok(pg_temp.buffers($$ SELECT count(*) FROM inbox.claim(20) $$), '<', 600,
               'claim: a walk of the open events in id order, not a sort of all of them');
 SELECT cmp_ok(pg_temp.buffers($$ SELECT count(*) FROM inbox.claim(20, NULL, 'stripe') $$), '<', 600,
