@@ -4,7 +4,7 @@
 -- inbox.verify_log checks (tampering as a superuser with the triggers off
 -- included) and inbox.seal_log seals.
 BEGIN;
-SELECT plan(93);
+SELECT plan(95);
 
 SELECT inbox.register_provider('stripe');
 CREATE FUNCTION pg_temp.log(ext text) RETURNS TABLE (delivery int, outcome text, kept boolean, differs boolean)
@@ -315,6 +315,21 @@ SELECT is((SELECT note FROM inbox.delivery_batches WHERE 'with_column' = ANY (ex
           'a column ingest does not know gets its default');
 SELECT is_empty($$ SELECT * FROM inbox.verify_log() $$, '... and the log still verifies');
 ROLLBACK TO direct;
+
+-- A batch's row is compressed with lz4 where the server has it (the
+-- install's DO block; pglz cost a quarter of the log's CPU).
+SELECT EXISTS (SELECT FROM pg_settings WHERE name = 'default_toast_compression' AND 'lz4' = ANY (enumvals))
+    AS has_lz4 \gset
+SELECT is((SELECT count(*)::int FROM pg_attribute a
+            WHERE a.attrelid = 'inbox.delivery_batches'::regclass AND a.attnum > 0 AND a.attstorage = 'x'
+              AND a.attcompression IS DISTINCT FROM CASE WHEN :'has_lz4'::boolean THEN 'l' ELSE '' END::"char"),
+          0, 'every compressible column of delivery_batches uses lz4 where the server has it');
+SELECT inbox.ingest_batch(array_fill('stripe'::text, ARRAY[100]),
+                          ARRAY(SELECT 'compressed-' || g || repeat('x', 40) FROM generate_series(1, 100) g),
+                          array_fill('{}'::jsonb, ARRAY[100]));
+SELECT is((SELECT pg_column_compression(external_ids) FROM inbox.delivery_batches
+            WHERE 'compressed-1' || repeat('x', 40) = ANY (external_ids)),
+          CASE WHEN :'has_lz4'::boolean THEN 'lz4' ELSE 'pglz' END, '... and a batch of 100 is stored compressed with it');
 
 -- The payload_changed rollup (check payload_changed_processing) counts
 -- the bodies that differed while processing.
