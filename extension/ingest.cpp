@@ -1,6 +1,7 @@
 // inbox.ingest and inbox.ingest_batch: upserts keyed by (provider,
-// external_id). ingest runs one statement; ingest_batch groups its events in
-// C++ and writes them in at most two.
+// external_id). ingest runs one statement, two when its first try (chosen
+// from the connection's recent ids) wrote nothing; ingest_batch groups its
+// events in C++ and writes them in at most two.
 #include <algorithm>
 #include <cstring>
 #include <string>
