@@ -97,14 +97,14 @@ SELECT throws_ok($$ SELECT inbox.ingest('nope', 'x', '{}') $$, '42704', 'unknown
                  'update first: an unknown provider is refused');
 SELECT is(inbox.ingest('stripe', 'storm', '{"n": 13}'), 'updated', 'update first: a re-delivery is updated');
 SELECT is((SELECT delivery_count FROM inbox.events WHERE external_id = 'storm'), 14, '... and counted');
--- After a run of new ids, the upsert without the full statement's CTEs:
+-- After a run of new ids, the upsert alone first (no CTEs around it):
 SELECT is((SELECT array_agg(inbox.ingest('stripe', 'fresh_' || g, '{}') ORDER BY g) FROM generate_series(1, 12) g),
           array_fill('inserted'::text, ARRAY[12]), 'a run of new ids: each one inserted');
-SELECT is(inbox.ingest('stripe', 'storm', '{}'), 'updated', 'plain upsert first: a re-delivery of an open id is updated');
+SELECT is(inbox.ingest('stripe', 'storm', '{}'), 'updated', 'upsert alone first: a re-delivery of an open id is updated');
 SELECT is((SELECT delivery_count FROM inbox.events WHERE external_id = 'storm'), 15, '... and counted');
-SELECT is(inbox.ingest('stripe', 'evt_1', '{"v": 5}'), 'duplicate', 'plain upsert first: a processed id is a duplicate');
+SELECT is(inbox.ingest('stripe', 'evt_1', '{"v": 5}'), 'duplicate', 'upsert alone first: a processed id is a duplicate');
 SELECT throws_ok($$ SELECT inbox.ingest('nope', 'x', '{}') $$, '42704', 'unknown provider "nope"',
-                 'plain upsert first: an unknown provider is refused');
+                 'upsert alone first: an unknown provider is refused');
 -- After a run of duplicates, the full statement first:
 SELECT is((SELECT array_agg(inbox.ingest('stripe', 'evt_1', '{}') ORDER BY g) FROM generate_series(1, 12) g),
           array_fill('duplicate'::text, ARRAY[12]), 'a run of duplicates: each one a duplicate');

@@ -16,9 +16,10 @@ CREATE FUNCTION pg_temp.ingest_buffers(external_id text) RETURNS int LANGUAGE sq
     SELECT pg_temp.buffers(format('SELECT inbox.ingest(%L, %L, %L)', 'stripe', external_id, '{"n": 1}'))
 $$;
 
--- Every plan, made on a table of one or two rows: the upsert (a new id),
--- the update first (a run of re-deliveries turns it on), a duplicate's
--- count, and the batch's.
+-- Every plan, made on a table of one or two rows: the upsert alone (a new
+-- id), the update first (a run of re-deliveries turns it on), the full
+-- upsert and a duplicate's count (a processed id, after the update found
+-- nothing), and the batch's.
 SELECT inbox.ingest('stripe', 'warm', '{}');
 SELECT count(*) FROM (SELECT inbox.ingest('stripe', 'warm', '{}') FROM generate_series(1, 12)) deliveries;
 UPDATE inbox.events SET status = 'done', processed_at = now() WHERE external_id = 'warm';
@@ -41,7 +42,8 @@ SELECT 'stripe', 'open-' || g, '{}' FROM generate_series(1, 50000) g;
 
 -- The connection still updates first (most of its last ids were
 -- re-deliveries): each kind of id; then a run of new ones (the upsert
--- alone again) and each kind; then a batch of all three.
+-- alone first again, the full upsert after it for a duplicate) and each
+-- kind; then a batch of all three.
 SELECT cmp_ok(pg_temp.ingest_buffers('open-7'), '<', 60,
               'update first: a re-delivery of an open event touches a handful of buffers');
 SELECT cmp_ok(pg_temp.ingest_buffers('done-7'), '<', 60,
