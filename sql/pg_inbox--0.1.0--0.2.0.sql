@@ -2073,7 +2073,7 @@ REVOKE ALL ON FUNCTION
   FROM PUBLIC;
 -- Issue 14: one definition each, enforced by the tables: the provider-name
 -- rule (inbox._valid_provider_name), the external_id limit
--- (inbox._external_id_limit, now also a CHECK on inbox.events) and the
+-- (inbox._external_id_limit; inbox.events' rules now one C CHECK) and the
 -- id-pattern grammar (inbox._id_pattern_error, the scans' own parser);
 -- "unknown provider" from inbox._require_provider only. Existing rows already
 -- meet every rule (ingest refused longer ids since 0.1.0), so the constraints
@@ -2087,10 +2087,11 @@ RETURNS boolean LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
 $$;
 
 -- The longest external_id, in bytes: kMaxExternalIdBytes of
--- extension/limits.hpp, the one definition, which ingest checks itself. The
--- CHECKs of inbox.events, inbox.tombstones and inbox.listed_ids and the SQL
--- functions' messages read it here. C, not SQL: a constraint folds it once
--- per statement, and a SQL function would be parsed and run each time.
+-- extension/limits.hpp, the one definition, which ingest checks itself, and
+-- inbox.events' CHECK too (inbox._event_row_valid). The CHECKs of
+-- inbox.tombstones and inbox.listed_ids and the SQL functions' messages read
+-- it here. C, not SQL: a constraint folds it once per statement, and a SQL
+-- function would be parsed and run each time.
 CREATE FUNCTION inbox._external_id_limit()
 RETURNS int
 AS 'MODULE_PATHNAME', 'inbox_external_id_limit'
@@ -2098,8 +2099,22 @@ LANGUAGE C IMMUTABLE PARALLEL SAFE;
 
 ALTER TABLE inbox.providers DROP CONSTRAINT providers_name_check,
     ADD CONSTRAINT providers_name_check CHECK (inbox._valid_provider_name(name));
-ALTER TABLE inbox.events ADD CONSTRAINT events_external_id_check
-    CHECK (octet_length(external_id) BETWEEN 1 AND inbox._external_id_limit());
+
+-- inbox.events' rules of a row, in one C call: status is pending,
+-- processing, done or dead; processed_at is set exactly when the status is
+-- done or dead; external_id is 1 to _external_id_limit() bytes. In C, one
+-- CHECK: PostgreSQL parses and plans a table's CHECK expressions again at
+-- every statement that writes it, and the three SQL CHECKs of 0.1.0 were
+-- a fifth to a third of a single-event ingest's CPU (bench/README.md).
+CREATE FUNCTION inbox._event_row_valid(status text, processed_at timestamptz, external_id text)
+RETURNS boolean
+AS 'MODULE_PATHNAME', 'inbox_event_row_valid'
+LANGUAGE C IMMUTABLE PARALLEL SAFE;
+ALTER TABLE inbox.events DROP CONSTRAINT events_status_check,
+    DROP CONSTRAINT events_terminal_has_processed_at,
+    ADD CONSTRAINT events_row_check CHECK (inbox._event_row_valid(status, processed_at, external_id));
+COMMENT ON CONSTRAINT events_row_check ON inbox.events IS
+  'status is pending, processing, done or dead; processed_at is set exactly when done or dead; external_id is 1 to inbox._external_id_limit() bytes';
 ALTER TABLE inbox.tombstones DROP CONSTRAINT tombstones_external_id_check,
     ADD CONSTRAINT tombstones_external_id_check
     CHECK (octet_length(external_id) BETWEEN 1 AND inbox._external_id_limit());
@@ -2285,7 +2300,7 @@ END
 $$;
 
 REVOKE ALL ON FUNCTION inbox._valid_provider_name(text), inbox._external_id_limit(),
-    inbox._id_pattern_error(text) FROM PUBLIC;
+    inbox._event_row_valid(text, timestamptz, text), inbox._id_pattern_error(text) FROM PUBLIC;
 
 -- Issue 13: kept plans that cannot degrade. The functions whose statements
 -- are planned once per connection run with enable_seqscan = off, so every

@@ -3,7 +3,22 @@
 DROP SCHEMA IF EXISTS bench CASCADE;
 CREATE SCHEMA bench;
 TRUNCATE inbox.events;
-CREATE TABLE bench.raw_events (LIKE inbox.events INCLUDING ALL);
+CREATE TABLE bench.raw_events (LIKE inbox.events INCLUDING ALL EXCLUDING CONSTRAINTS);
+-- The rules of inbox.events' row, as a team writes them: SQL CHECKs (those of
+-- pg_inbox 0.1.0). pg_inbox checks the same rules in one C function, which
+-- PostgreSQL does not parse again at every statement; BENCH_RAW_CHECK=c gives
+-- the raw table that CHECK too, to see how much of a ratio it makes.
+\set raw_check sql
+\getenv raw_check BENCH_RAW_CHECK
+SELECT :'raw_check' = 'c' AS raw_check_in_c \gset
+\if :raw_check_in_c
+ALTER TABLE bench.raw_events ADD CHECK (inbox._event_row_valid(status, processed_at, external_id));
+\else
+ALTER TABLE bench.raw_events
+  ADD CHECK (status IN ('pending', 'processing', 'done', 'dead')),
+  ADD CHECK ((status IN ('done', 'dead')) = (processed_at IS NOT NULL)),
+  ADD CHECK (octet_length(external_id) BETWEEN 1 AND 255);
+\endif
 SELECT inbox.register_provider('bench');
 -- A 600-byte payload, about a small Stripe event.
 CREATE FUNCTION bench.payload(n bigint) RETURNS jsonb LANGUAGE sql IMMUTABLE AS $$

@@ -24,13 +24,25 @@ RETURNS boolean LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
 $$;
 
 -- The longest external_id, in bytes: kMaxExternalIdBytes of
--- extension/limits.hpp, the one definition, which ingest checks itself. The
--- CHECKs of inbox.events, inbox.tombstones and inbox.listed_ids and the SQL
--- functions' messages read it here. C, not SQL: a constraint folds it once
--- per statement, and a SQL function would be parsed and run each time.
+-- extension/limits.hpp, the one definition, which ingest checks itself, and
+-- inbox.events' CHECK too (inbox._event_row_valid). The CHECKs of
+-- inbox.tombstones and inbox.listed_ids and the SQL functions' messages read
+-- it here. C, not SQL: a constraint folds it once per statement, and a SQL
+-- function would be parsed and run each time.
 CREATE FUNCTION inbox._external_id_limit()
 RETURNS int
 AS 'MODULE_PATHNAME', 'inbox_external_id_limit'
+LANGUAGE C IMMUTABLE PARALLEL SAFE;
+
+-- inbox.events' rules of a row, in one C call: status is pending,
+-- processing, done or dead; processed_at is set exactly when the status is
+-- done or dead; external_id is 1 to _external_id_limit() bytes. In C, one
+-- CHECK: PostgreSQL parses and plans a table's CHECK expressions again at
+-- every statement that writes it, and the three SQL CHECKs of 0.1.0 were
+-- a fifth to a third of a single-event ingest's CPU (bench/README.md).
+CREATE FUNCTION inbox._event_row_valid(status text, processed_at timestamptz, external_id text)
+RETURNS boolean
+AS 'MODULE_PATHNAME', 'inbox_event_row_valid'
 LANGUAGE C IMMUTABLE PARALLEL SAFE;
 
 -- Providers must be registered before their events are accepted: a typo in a
@@ -62,8 +74,7 @@ CREATE TABLE inbox.events (
     lease_expires_at  timestamptz,
     processed_at      timestamptz,
     lease_token       uuid,
-    status            text NOT NULL DEFAULT 'pending'
-                      CHECK (status IN ('pending', 'processing', 'done', 'dead')),
+    status            text NOT NULL DEFAULT 'pending',
     provider          text NOT NULL,
     external_id       text NOT NULL,
     source            text NOT NULL DEFAULT 'webhook',
@@ -76,11 +87,8 @@ CREATE TABLE inbox.events (
     version           numeric,
     held_reason       text,
     CONSTRAINT events_provider_external_id_key UNIQUE (provider, external_id),
-    CONSTRAINT events_external_id_check
-      CHECK (octet_length(external_id) BETWEEN 1 AND inbox._external_id_limit()),
     -- processed_at marks the end of the event's life in the queue, done or dead.
-    CONSTRAINT events_terminal_has_processed_at
-      CHECK ((status IN ('done', 'dead')) = (processed_at IS NOT NULL))
+    CONSTRAINT events_row_check CHECK (inbox._event_row_valid(status, processed_at, external_id))
 ) WITH (
     fillfactor = 50,
     autovacuum_vacuum_scale_factor = 0.02,
@@ -97,6 +105,8 @@ COMMENT ON COLUMN inbox.events.delivery_count IS
   'deliveries while the event was open; re-deliveries after processing are counted by the receiver, not here';
 COMMENT ON COLUMN inbox.events.next_attempt_at IS 'earliest claim of a pending event (backoff)';
 COMMENT ON COLUMN inbox.events.processed_at IS 'when the event became done or dead';
+COMMENT ON CONSTRAINT events_row_check ON inbox.events IS
+  'status is pending, processing, done or dead; processed_at is set exactly when done or dead; external_id is 1 to inbox._external_id_limit() bytes';
 
 -- Lease tokens are derived from (event, attempt), so complete/fail can tell a
 -- token that was superseded (false / 'lost') from one never issued (error).
