@@ -604,23 +604,6 @@ INBOX_SQL_FUNCTION(inbox_external_id_limit) {
   return Int32GetDatum(static_cast<int32>(kMaxExternalIdBytes));
 }
 
-// inbox._event_row_valid(status, processed_at, external_id): inbox.events'
-// CHECK, its three rules in one call (why in C: sql/src/00_schema.sql). A
-// NULL passes, as in SQL's CHECK: the columns' NOT NULL refuses it first.
-INBOX_SQL_FUNCTION(inbox_event_row_valid) {
-  return pg_call([&] {
-    if (PG_ARGISNULL(0) || PG_ARGISNULL(2)) return BoolGetDatum(true);
-    const text *status_text = PG_GETARG_TEXT_PP(0);
-    std::string_view status(VARDATA_ANY(status_text), VARSIZE_ANY_EXHDR(status_text));
-    bool terminal = status == "done" || status == "dead";
-    if (!terminal && status != "pending" && status != "processing") return BoolGetDatum(false);
-    if (terminal == PG_ARGISNULL(1)) return BoolGetDatum(false);
-    // Stored size, as octet_length: an id is never detoasted to be measured.
-    std::size_t id_bytes = toast_raw_datum_size(PG_GETARG_DATUM(2)) - VARHDRSZ;
-    return BoolGetDatum(id_bytes >= 1 && id_bytes <= kMaxExternalIdBytes);
-  });
-}
-
 // inbox.ingest(provider, external_id, payload, headers, source[, body_sha256,
 // signature_scheme]): the 0.1.0 definition passes five arguments.
 INBOX_SQL_FUNCTION(inbox_ingest) {

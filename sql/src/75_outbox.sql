@@ -19,6 +19,14 @@ CREATE TABLE inbox.outbox (
 COMMENT ON TABLE inbox.outbox IS
   'messages published by inbox.publish, append-only; id is the idempotency key downstream (webhook-id)';
 
+-- inbox.outbox_delivery's rules of a row, in one C call (why in C: as
+-- inbox._event_row_valid): status is pending, processing, done, rejected or
+-- dead; processed_at is set exactly when it is done, rejected or dead.
+CREATE FUNCTION inbox._outbox_row_valid(status text, processed_at timestamptz)
+RETURNS boolean
+AS 'MODULE_PATHNAME', 'inbox_outbox_row_valid'
+LANGUAGE C IMMUTABLE PARALLEL SAFE;
+
 -- One row per message: where its delivery stands. topic, key and
 -- published_at are copies of the message's (never change), so claim reads
 -- this table alone. processed_at marks the end, as in inbox.events.
@@ -30,13 +38,11 @@ CREATE TABLE inbox.outbox_delivery (
     processed_at     timestamptz,
     published_at     timestamptz NOT NULL,
     lease_token      uuid,
-    status           text NOT NULL DEFAULT 'pending'
-                     CHECK (status IN ('pending', 'processing', 'done', 'rejected', 'dead')),
+    status           text NOT NULL DEFAULT 'pending',
     topic            text NOT NULL,
     key              text,
     last_error       text,
-    CONSTRAINT outbox_delivery_terminal_has_processed_at
-      CHECK ((status IN ('done', 'rejected', 'dead')) = (processed_at IS NOT NULL))
+    CONSTRAINT outbox_delivery_row_check CHECK (inbox._outbox_row_valid(status, processed_at))
 ) WITH (fillfactor = 80);
 -- Open messages, oldest first: what claim scans.
 CREATE INDEX outbox_delivery_open_idx ON inbox.outbox_delivery (message_id) WHERE processed_at IS NULL;

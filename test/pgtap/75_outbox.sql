@@ -1,7 +1,7 @@
 -- The outbox: publish in the caller's transaction, append-only messages,
 -- claim / complete / fail / reject fenced by the lease token, history.
 BEGIN;
-SELECT plan(63);
+SELECT plan(70);
 
 SELECT has_table('inbox', 'outbox', 'outbox table');
 SELECT has_table('inbox', 'outbox_delivery', 'outbox_delivery table');
@@ -48,6 +48,26 @@ SELECT throws_like($$ SELECT inbox.publish('receipts', 'k', jsonb_build_object('
                    'payload is % bytes, over pg_inbox.max_payload_size (1 kB)', 'oversized payload');
 RESET pg_inbox.max_payload_size;
 SELECT is((SELECT count(*)::int FROM inbox.outbox WHERE key = 'k'), 0, 'rejected publishes wrote nothing');
+
+-- A delivery row's rules: one CHECK, in C (as inbox.events'), on direct
+-- writes too.
+SELECT is((SELECT array_agg(conname::text) FROM pg_constraint
+            WHERE conrelid = 'inbox.outbox_delivery'::regclass AND contype = 'c'),
+          ARRAY['outbox_delivery_row_check'], 'outbox_delivery has one CHECK');
+SELECT throws_ok($$ UPDATE inbox.outbox_delivery SET status = 'sent' WHERE key = 'inv_1' $$,
+  '23514', NULL, 'an unknown status is refused');
+SELECT throws_ok($$ UPDATE inbox.outbox_delivery SET status = 'rejected' WHERE key = 'inv_1' $$,
+  '23514', NULL, 'rejected without processed_at is refused');
+SELECT throws_ok($$ UPDATE inbox.outbox_delivery SET processed_at = now() WHERE key = 'inv_1' $$,
+  '23514', NULL, 'pending with processed_at is refused');
+SELECT lives_ok($$ UPDATE inbox.outbox_delivery SET status = 'dead', processed_at = now() WHERE key = 'inv_1';
+                   UPDATE inbox.outbox_delivery SET status = 'pending', processed_at = NULL WHERE key = 'inv_1' $$,
+  'dead with processed_at, and pending again without it, are accepted');
+SELECT ok(inbox._outbox_row_valid(NULL, now()) AND inbox._outbox_row_valid('done', now())
+            AND NOT inbox._outbox_row_valid('done', NULL) AND NOT inbox._outbox_row_valid('', NULL),
+  'the function: a NULL status passes (NOT NULL refuses it), done needs processed_at, an empty status fails');
+SELECT is((SELECT status FROM inbox.outbox_delivery WHERE key = 'inv_1'), 'pending',
+  'the refused writes changed nothing');
 
 -- Append-only.
 SELECT throws_ok($$ UPDATE inbox.outbox SET payload = '{}' $$, '55000', NULL, 'a message cannot be updated');
