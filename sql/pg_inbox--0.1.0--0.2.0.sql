@@ -1647,9 +1647,10 @@ CREATE TABLE inbox.outbox (
 COMMENT ON TABLE inbox.outbox IS
   'messages published by inbox.publish, append-only; id is the idempotency key downstream (webhook-id)';
 
--- inbox.outbox_delivery's rules of a row, in one C call (why in C: as
--- inbox._event_row_valid): status is pending, processing, done, rejected or
--- dead; processed_at is set exactly when it is done, rejected or dead.
+-- inbox.outbox_delivery's rules of a row, in one C call (why in C, and how
+-- it refuses a row: as inbox._event_row_valid): status is pending,
+-- processing, done, rejected or dead; processed_at is set exactly when it is
+-- done, rejected or dead.
 CREATE FUNCTION inbox._outbox_row_valid(status text, processed_at timestamptz)
 RETURNS boolean
 AS 'MODULE_PATHNAME', 'inbox_outbox_row_valid'
@@ -2112,7 +2113,9 @@ ALTER TABLE inbox.providers DROP CONSTRAINT providers_name_check,
 -- done or dead; external_id is 1 to _external_id_limit() bytes. In C, one
 -- CHECK: PostgreSQL parses and plans a table's CHECK expressions again at
 -- every statement that writes it, and the three SQL CHECKs of 0.1.0 were
--- a fifth to a third of a single-event ingest's CPU (bench/README.md).
+-- a fifth to a third of a single-event ingest's CPU (bench/README.md). It
+-- returns true or refuses the row naming the rule (23514), without the
+-- "failing row" detail that would carry the payload into the server's log.
 CREATE FUNCTION inbox._event_row_valid(status text, processed_at timestamptz, external_id text)
 RETURNS boolean
 AS 'MODULE_PATHNAME', 'inbox_event_row_valid'

@@ -39,7 +39,9 @@ LANGUAGE C IMMUTABLE PARALLEL SAFE;
 -- done or dead; external_id is 1 to _external_id_limit() bytes. In C, one
 -- CHECK: PostgreSQL parses and plans a table's CHECK expressions again at
 -- every statement that writes it, and the three SQL CHECKs of 0.1.0 were
--- a fifth to a third of a single-event ingest's CPU (bench/README.md).
+-- a fifth to a third of a single-event ingest's CPU (bench/README.md). It
+-- returns true or refuses the row naming the rule (23514), without the
+-- "failing row" detail that would carry the payload into the server's log.
 CREATE FUNCTION inbox._event_row_valid(status text, processed_at timestamptz, external_id text)
 RETURNS boolean
 AS 'MODULE_PATHNAME', 'inbox_event_row_valid'

@@ -19,9 +19,10 @@ CREATE TABLE inbox.outbox (
 COMMENT ON TABLE inbox.outbox IS
   'messages published by inbox.publish, append-only; id is the idempotency key downstream (webhook-id)';
 
--- inbox.outbox_delivery's rules of a row, in one C call (why in C: as
--- inbox._event_row_valid): status is pending, processing, done, rejected or
--- dead; processed_at is set exactly when it is done, rejected or dead.
+-- inbox.outbox_delivery's rules of a row, in one C call (why in C, and how
+-- it refuses a row: as inbox._event_row_valid): status is pending,
+-- processing, done, rejected or dead; processed_at is set exactly when it is
+-- done, rejected or dead.
 CREATE FUNCTION inbox._outbox_row_valid(status text, processed_at timestamptz)
 RETURNS boolean
 AS 'MODULE_PATHNAME', 'inbox_outbox_row_valid'

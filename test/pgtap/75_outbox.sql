@@ -1,7 +1,7 @@
 -- The outbox: publish in the caller's transaction, append-only messages,
 -- claim / complete / fail / reject fenced by the lease token, history.
 BEGIN;
-SELECT plan(70);
+SELECT plan(71);
 
 SELECT has_table('inbox', 'outbox', 'outbox table');
 SELECT has_table('inbox', 'outbox_delivery', 'outbox_delivery table');
@@ -50,22 +50,28 @@ RESET pg_inbox.max_payload_size;
 SELECT is((SELECT count(*)::int FROM inbox.outbox WHERE key = 'k'), 0, 'rejected publishes wrote nothing');
 
 -- A delivery row's rules: one CHECK, in C (as inbox.events'), on direct
--- writes too.
+-- writes too, a refusal naming the rule.
 SELECT is((SELECT array_agg(conname::text) FROM pg_constraint
             WHERE conrelid = 'inbox.outbox_delivery'::regclass AND contype = 'c'),
           ARRAY['outbox_delivery_row_check'], 'outbox_delivery has one CHECK');
 SELECT throws_ok($$ UPDATE inbox.outbox_delivery SET status = 'sent' WHERE key = 'inv_1' $$,
-  '23514', NULL, 'an unknown status is refused');
+  '23514', 'outbox_delivery_row_check: status ''sent'' is not pending, processing, done, rejected or dead',
+  'an unknown status is refused');
 SELECT throws_ok($$ UPDATE inbox.outbox_delivery SET status = 'rejected' WHERE key = 'inv_1' $$,
-  '23514', NULL, 'rejected without processed_at is refused');
+  '23514', 'outbox_delivery_row_check: status ''rejected'' needs processed_at',
+  'rejected without processed_at is refused');
 SELECT throws_ok($$ UPDATE inbox.outbox_delivery SET processed_at = now() WHERE key = 'inv_1' $$,
-  '23514', NULL, 'pending with processed_at is refused');
+  '23514', 'outbox_delivery_row_check: status ''pending'' must not have processed_at',
+  'pending with processed_at is refused');
 SELECT lives_ok($$ UPDATE inbox.outbox_delivery SET status = 'dead', processed_at = now() WHERE key = 'inv_1';
                    UPDATE inbox.outbox_delivery SET status = 'pending', processed_at = NULL WHERE key = 'inv_1' $$,
   'dead with processed_at, and pending again without it, are accepted');
 SELECT ok(inbox._outbox_row_valid(NULL, now()) AND inbox._outbox_row_valid('done', now())
-            AND NOT inbox._outbox_row_valid('done', NULL) AND NOT inbox._outbox_row_valid('', NULL),
-  'the function: a NULL status passes (NOT NULL refuses it), done needs processed_at, an empty status fails');
+            AND inbox._outbox_row_valid('processing', NULL),
+  'the function: a valid row or a NULL status passes (NOT NULL refuses a NULL first)');
+SELECT throws_ok($$ SELECT inbox._outbox_row_valid('', NULL) $$, '23514',
+  'outbox_delivery_row_check: status '''' is not pending, processing, done, rejected or dead',
+  'the function itself refuses an empty status');
 SELECT is((SELECT status FROM inbox.outbox_delivery WHERE key = 'inv_1'), 'pending',
   'the refused writes changed nothing');
 
