@@ -34,8 +34,9 @@ std::string shown(std::string_view status) {
   return "'" + std::string(status.substr(0, 40)) + (status.size() > 40 ? "...'" : "'");
 }
 
-// Refuses a status outside `statuses`, or processed_at set when the status
-// is not terminal or missing when it is.
+// Refuses a status in neither `open` nor `terminal` (`listed` names them
+// all, for the message), or processed_at set when the status is open or
+// missing when it is terminal.
 void check_status(const char *constraint, std::string_view status, bool processed,
                   std::initializer_list<std::string_view> open,
                   std::initializer_list<std::string_view> terminal, const char *listed) {
