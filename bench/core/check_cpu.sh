@@ -39,20 +39,27 @@ ALTER TABLE inbox.events DROP CONSTRAINT IF EXISTS events_status_check,
   DROP CONSTRAINT IF EXISTS events_external_id_check;
 ALTER TABLE inbox.outbox_delivery DROP CONSTRAINT IF EXISTS outbox_delivery_status_check,
   DROP CONSTRAINT IF EXISTS outbox_delivery_terminal_has_processed_at;
-DO $$ BEGIN
-  IF NOT EXISTS (SELECT FROM pg_constraint WHERE conname = 'events_row_check') THEN
-    ALTER TABLE inbox.events ADD CONSTRAINT events_row_check
-      CHECK (inbox._event_row_valid(status, processed_at, external_id));
-    COMMENT ON CONSTRAINT events_row_check ON inbox.events IS
-      'status is pending, processing, done or dead; processed_at is set exactly when done or dead; external_id is 1 to inbox._external_id_limit() bytes';
-  END IF;
-  IF NOT EXISTS (SELECT FROM pg_constraint WHERE conname = 'outbox_delivery_row_check') THEN
-    ALTER TABLE inbox.outbox_delivery ADD CONSTRAINT outbox_delivery_row_check
-      CHECK (inbox._outbox_row_valid(status, processed_at));
-  END IF;
-END $$;
+DO $$
+DECLARE
+    c record;
+BEGIN
+    FOR c IN SELECT * FROM bench.installed_checks s
+              WHERE NOT EXISTS (SELECT FROM pg_constraint p WHERE p.conrelid = s.tbl AND p.conname = s.conname) LOOP
+        EXECUTE format('ALTER TABLE %s ADD CONSTRAINT %I %s', c.tbl, c.conname, c.def);
+        IF c.note IS NOT NULL THEN
+            EXECUTE format('COMMENT ON CONSTRAINT %I ON %s IS %L', c.conname, c.tbl, c.note);
+        END IF;
+    END LOOP;
+END
+$$;
 SQL
 }
+# The installed CHECKs as they are, to put back after each swap (and on exit).
+psql -X -q -v ON_ERROR_STOP=1 -c "CREATE TABLE bench.installed_checks AS
+  SELECT conrelid::regclass AS tbl, conname, pg_get_constraintdef(oid) AS def,
+         obj_description(oid, 'pg_constraint') AS note
+    FROM pg_constraint
+   WHERE conrelid IN ('inbox.events'::regclass, 'inbox.outbox_delivery'::regclass) AND contype = 'c'"
 trap installed_checks EXIT
 
 cpu_ms() {  # delivery_log loop_statement -> CPU ms of the backend
