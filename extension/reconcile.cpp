@@ -10,11 +10,6 @@
 #include "reconcile_locks.hpp"
 #include "spi.hpp"
 
-extern "C" {
-#include "access/xact.h"
-#include "utils/resowner.h"
-}
-
 namespace pg_inbox {
 namespace {
 
@@ -294,28 +289,8 @@ void verify_provider(Datum provider, const char *function, int64 cursor, int64 r
 void verify_provider_guarded(Datum provider, const char *function, int64 cursor, int64 run_id,
                              Counts *counts) {
   Counts before = *counts;
-  MemoryContext context = CurrentMemoryContext;
-  ResourceOwner owner = CurrentResourceOwner;
-  ErrorData *volatile edata = nullptr;
-  BeginInternalSubTransaction(nullptr);
-  MemoryContextSwitchTo(context);
-  PG_TRY();
-  {
-    verify_provider(provider, function, cursor, run_id, counts);
-    ReleaseCurrentSubTransaction();
-    MemoryContextSwitchTo(context);
-    CurrentResourceOwner = owner;
-  }
-  PG_CATCH();
-  {
-    MemoryContextSwitchTo(context);
-    edata = CopyErrorData();
-    FlushErrorState();
-    RollbackAndReleaseCurrentSubTransaction();
-    MemoryContextSwitchTo(context);
-    CurrentResourceOwner = owner;
-  }
-  PG_END_TRY();
+  ErrorData *edata =
+      in_subtransaction([&] { verify_provider(provider, function, cursor, run_id, counts); });
   if (edata == nullptr) return;
   *counts = before;
   const char *name = TextDatumGetCString(provider);

@@ -3,12 +3,18 @@
 // reader for the columns of the last result.
 #pragma once
 
+#include <exception>
 #include <initializer_list>
 #include <string>
 #include <type_traits>
 
 #include "boundary.hpp"
 #include "postgres.hpp"
+
+extern "C" {
+#include "access/xact.h"
+#include "utils/resowner.h"
+}
 
 namespace pg_inbox {
 
@@ -65,6 +71,48 @@ void with_settings(std::initializer_list<Setting> settings, Fn &&fn) {
                       true, 0, false);
   fn();
   AtEOXact_GUC(true, nest_level);
+}
+
+// Runs fn in a subtransaction, as a PL/pgSQL block with an EXCEPTION clause
+// does. Returns nullptr when fn finished (its work stays); when fn raised,
+// its work is rolled back and its error comes back, copied into the
+// caller's memory context, for the caller to handle or raise again. fn
+// calls Postgres and holds no non-trivial C++ object (it may be jumped out
+// of); a C++ exception it throws rolls the subtransaction back and is
+// rethrown. Call inside spi_call: the connection outlives the subtransaction.
+template <typename Fn>
+ErrorData *in_subtransaction(Fn &&fn) {
+  MemoryContext context = CurrentMemoryContext;
+  ResourceOwner owner = CurrentResourceOwner;
+  ErrorData *volatile edata = nullptr;
+  std::exception_ptr thrown;
+  std::exception_ptr *volatile thrown_at = &thrown;
+  BeginInternalSubTransaction(nullptr);
+  MemoryContextSwitchTo(context);
+  PG_TRY();
+  {
+    try {
+      fn();
+    } catch (...) {
+      *thrown_at = std::current_exception();
+    }
+    if (*thrown_at)
+      RollbackAndReleaseCurrentSubTransaction();
+    else
+      ReleaseCurrentSubTransaction();
+  }
+  PG_CATCH();
+  {
+    MemoryContextSwitchTo(context);
+    edata = CopyErrorData();
+    FlushErrorState();
+    RollbackAndReleaseCurrentSubTransaction();
+  }
+  PG_END_TRY();
+  MemoryContextSwitchTo(context);
+  CurrentResourceOwner = owner;
+  if (thrown) std::rethrow_exception(thrown);
+  return edata;
 }
 
 // Column `column` (1-based) of row `row` of the last SPI result. Call inside
