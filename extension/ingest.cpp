@@ -31,15 +31,16 @@ constexpr Size kMaxSchemeBytes = 64;
 // in the same order and never deadlock; no join or sort may reorder them.
 //  0. unknown_provider_plan checks the batch's providers (each once: the ids
 //     are grouped by provider); an unknown one fails the call before any write.
-//  a. When this backend's last batch was new ids only (and the transaction
-//     has subtransaction xids to spare), a plain INSERT of them all,
+//  a. When this backend's last four batches were new ids only (and the
+//     transaction has subtransaction xids to spare), a plain INSERT of them all,
 //     insert_new_batch_plan, in a subtransaction. It skips what
 //     ON CONFLICT costs every row (a probe of the key before the insert, a
-//     speculative-insertion lock, a WAL record confirming the row): new
-//     batches ran at 1.13-1.30x the throughput (bench/README.md). An id
+//     speculative-insertion lock, a WAL record confirming the row): batches
+//     of new ids ran at 1.13x the rate of ON CONFLICT alone (bench/README.md). An id
 //     already there (or inserted by a concurrent call that commits) raises a
 //     unique violation: the subtransaction rolls back whatever it wrote and
-//     the batch takes 1 and 2, as every batch after it until one is all new.
+//     the batch takes 1 and 2, as do the batches after it until four in a
+//     row were all new.
 //  1. insert_batch_plan inserts the ids that are new. ON CONFLICT DO NOTHING
 //     neither locks nor writes an existing row, and waits for a concurrent
 //     insert of the same id to commit or roll back (then inserts). It forms
@@ -80,9 +81,15 @@ RETURNING e.provider, e.external_id, true, e.id, e.delivery_count, NULL::jsonb
     {TEXTARRAYOID, TEXTARRAYOID, JSONBARRAYOID, JSONBARRAYOID, TEXTOID, INT4ARRAYOID},
     nullptr};
 
-// Whether this backend's last batch was new ids only: then the next one
-// tries insert_new_batch_plan first. A backend starts hopeful.
-bool last_batch_all_new = true;
+// How many of this backend's last batches in a row were new ids only (up
+// to kNewBatchesToTryPlain). At kNewBatchesToTryPlain the next batch tries
+// insert_new_batch_plan first. A failed try costs what the INSERT wrote
+// before it met the id already there: four new batches in a row keep tries
+// rare where batches often hold a re-delivery (a retry storm), and cost a
+// stream of new batches four ON CONFLICT batches after each one that did.
+// A backend starts hopeful.
+constexpr int kNewBatchesToTryPlain = 4;
+int new_batches_in_a_row = kNewBatchesToTryPlain;
 
 // The plain INSERT's subtransaction keeps its xid in this backend's cache
 // of PGPROC_MAX_CACHED_SUBXIDS (64) until the transaction ends; past that,
@@ -589,11 +596,13 @@ Datum run_upsert(FunctionCallInfo fcinfo, const BatchArrays &batch, const Groupe
     auto *written = static_cast<Written *>(palloc0(sizeof(Written) * ids));
     Datum args[6];
     id_arrays(fcinfo, batch, g, s, args);
-    if (!(last_batch_all_new && subxids_to_spare() && inserted_all_new(args)))
+    bool try_plain = new_batches_in_a_row == kNewBatchesToTryPlain && subxids_to_spare();
+    if (!(try_plain && inserted_all_new(args)))
       execute_kept(insert_batch_plan, args, nullptr, false, 0);
     mark_returned(batch, g, s, written);
-    last_batch_all_new = SPI_processed == static_cast<uint64>(ids);
-    if (!last_batch_all_new) {
+    bool all_new = SPI_processed == static_cast<uint64>(ids);
+    new_batches_in_a_row = all_new ? std::min(new_batches_in_a_row + 1, kNewBatchesToTryPlain) : 0;
+    if (!all_new) {
       id_arrays(fcinfo, batch, g, s, args);
       execute_kept(upsert_batch_plan, args, nullptr, false, 0);
       mark_returned(batch, g, s, written);

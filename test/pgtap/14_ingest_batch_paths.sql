@@ -1,10 +1,10 @@
--- inbox.ingest_batch's two ways in (extension/ingest.cpp): after a batch of
--- new ids only (and first in a connection), a plain INSERT in a
--- subtransaction; when an id is already there, that rolls back and the
--- batch takes the ON CONFLICT statements, as do the batches after it until
--- one is all new. Which way a row came in shows in its xmin: a row the
--- subtransaction inserted has the subtransaction's xid, not this file's
--- transaction's (pg_prove runs each file in a new connection).
+-- inbox.ingest_batch's two ways in (extension/ingest.cpp): after four
+-- batches in a row of new ids only (and first in a connection), a plain
+-- INSERT in a subtransaction; when an id is already there, that rolls back
+-- and the batch takes the ON CONFLICT statements, as do the batches after
+-- it until four in a row were all new. Which way a row came in shows in its
+-- xmin: a row the subtransaction inserted has the subtransaction's xid, not
+-- this file's transaction's (pg_prove runs each file in a new connection).
 BEGIN;
 SELECT plan(25);
 
@@ -45,15 +45,17 @@ SELECT is((SELECT array_agg(e.id = d.event_id ORDER BY d.item)
              FROM call_a d JOIN inbox.events e USING (provider, external_id)),
           ARRAY[true, true, true], '... the log naming the rows that stayed');
 
--- 3. The batch after one with an id already there: ON CONFLICT first.
-SELECT is(inbox.ingest_batch(ARRAY['stripe', 'stripe'], ARRAY['c1', 'c2'], ARRAY['{}', '{}']::jsonb[]),
-          ARRAY['inserted', 'inserted'], 'after a batch with an id already there: a new batch inserted');
-SELECT is(pg_temp.written_in_subtransaction(ARRAY['c1', 'c2']), ARRAY[false, false],
+-- 3. The four batches after one with an id already there: ON CONFLICT
+-- first.
+SELECT is((SELECT array_agg(inbox.ingest_batch(ARRAY['stripe'], ARRAY['c' || n], ARRAY['{}']::jsonb[]) ORDER BY n)
+             FROM generate_series(1, 4) n),
+          '{{inserted},{inserted},{inserted},{inserted}}'::text[], 'after a batch with an id already there: four new batches inserted');
+SELECT is(pg_temp.written_in_subtransaction(ARRAY['c1', 'c2', 'c3', 'c4']), ARRAY[false, false, false, false],
           '... by the ON CONFLICT statement, without trying the plain INSERT');
 
--- 4. That batch was all new: the next one tries the plain INSERT again.
+-- 4. Four new batches in a row: the next one tries the plain INSERT again.
 SELECT is(inbox.ingest_batch(ARRAY['stripe', 'stripe'], ARRAY['d1', 'd2'], ARRAY['{}', '{}']::jsonb[]),
-          ARRAY['inserted', 'inserted'], 'after an all-new batch: a new batch inserted');
+          ARRAY['inserted', 'inserted'], 'after four all-new batches: a new batch inserted');
 SELECT is(pg_temp.written_in_subtransaction(ARRAY['d1', 'd2']), ARRAY[true, true],
           '... by the plain INSERT again');
 SELECT is((SELECT array_agg(e.id = d.event_id AND d.delivery = 1 AND d.outcome = 'inserted' ORDER BY d.item)
@@ -82,8 +84,9 @@ SELECT results_eq($$ SELECT xmin::text AS row_xmin, * FROM inbox.events WHERE ex
 -- 7. Only a taken id sends the batch the ON CONFLICT way; any other error
 -- of the plain INSERT is the call's. A trigger that fails the first insert
 -- it sees, once (a sequence: its count survives the rollback):
-SELECT is(inbox.ingest_batch(ARRAY['stripe'], ARRAY['g0'], ARRAY['{}']::jsonb[]), ARRAY['inserted'],
-          'an all-new batch, so the next one tries the plain INSERT');
+SELECT is((SELECT array_agg(inbox.ingest_batch(ARRAY['stripe'], ARRAY['g0' || n], ARRAY['{}']::jsonb[]) ORDER BY n)
+             FROM generate_series(1, 4) n),
+          '{{inserted},{inserted},{inserted},{inserted}}'::text[], 'four all-new batches, so the next one tries the plain INSERT');
 CREATE SEQUENCE pg_temp.failures;
 CREATE FUNCTION pg_temp.fail_once() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
@@ -98,7 +101,7 @@ SELECT throws_ok($$ SELECT inbox.ingest_batch(ARRAY['stripe'], ARRAY['g1'], ARRA
 DROP TRIGGER fail_once ON inbox.events;
 -- A unique violation of another constraint: the primary key, its sequence
 -- set back onto an existing id.
-SELECT setval(pg_get_serial_sequence('inbox.events', 'id'), (SELECT id FROM inbox.events WHERE external_id = 'g0') - 1);
+SELECT setval(pg_get_serial_sequence('inbox.events', 'id'), (SELECT id FROM inbox.events WHERE external_id = 'g04') - 1);
 SELECT throws_ok($$ SELECT inbox.ingest_batch(ARRAY['stripe'], ARRAY['g2'], ARRAY['{}']::jsonb[]) $$,
                  '23505', NULL, 'a unique violation of the primary key is raised, not taken for an id already there');
 SELECT is((SELECT count(*)::int FROM inbox.events WHERE external_id IN ('g1', 'g2')), 0,
