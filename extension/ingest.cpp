@@ -32,15 +32,15 @@ constexpr Size kMaxSchemeBytes = 64;
 //  0. unknown_provider_plan checks the batch's providers (each once: the ids
 //     are grouped by provider); an unknown one fails the call before any write.
 //  a. When this backend's last four batches were new ids only (and the
-//     transaction has subtransaction xids to spare), a plain INSERT of them all,
-//     insert_new_batch_plan, in a subtransaction. It skips what
-//     ON CONFLICT costs every row (a probe of the key before the insert, a
+//     transaction has subtransaction xids to spare), insert_new_batch_plan:
+//     a plain INSERT of every id, in a subtransaction. It skips what
+//     ON CONFLICT costs each row (a probe of the key before the insert, a
 //     speculative-insertion lock, a WAL record confirming the row): batches
-//     of new ids ran at 1.13x the rate of ON CONFLICT alone (bench/README.md). An id
-//     already there (or inserted by a concurrent call that commits) raises a
-//     unique violation: the subtransaction rolls back whatever it wrote and
-//     the batch takes 1 and 2, as do the batches after it until four in a
-//     row were all new.
+//     of new ids went in 1.13x faster (bench/README.md). An id already there
+//     (or inserted by a concurrent call that commits) raises a unique
+//     violation: the subtransaction takes back what the INSERT wrote and the
+//     batch runs 1 and 2, as do the batches after it until four in a row
+//     were all new.
 //  1. insert_batch_plan inserts the ids that are new. ON CONFLICT DO NOTHING
 //     neither locks nor writes an existing row, and waits for a concurrent
 //     insert of the same id to commit or roll back (then inserts). It forms
