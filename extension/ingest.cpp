@@ -58,28 +58,41 @@ constexpr Size kMaxSchemeBytes = 64;
 // Each returns the ids it wrote; xmax = 0 tells an insert from an update;
 // then the event's id, its delivery count and, when it is processing, the
 // payload it kept (the log records whether the delivered one differs).
-KeptPlan insert_batch_plan = {
-    R"SQL(
-INSERT INTO inbox.events AS e (provider, external_id, payload, headers, source, delivery_count)
-SELECT t.provider, t.external_id, t.payload, t.headers, $5, t.copies
-FROM unnest($1, $2, $3, $4, $6) AS t(provider, external_id, payload, headers, copies)
-ON CONFLICT ON CONSTRAINT events_provider_external_id_key DO NOTHING
-RETURNING e.provider, e.external_id, true, e.id, e.delivery_count, NULL::jsonb
-)SQL",
-    6,
-    {TEXTARRAYOID, TEXTARRAYOID, JSONBARRAYOID, JSONBARRAYOID, TEXTOID, INT4ARRAYOID},
-    nullptr};
+// The three statements receive the same arguments (id_arrays) and form the
+// same rows from them; the two inserts return the same columns, and differ
+// only in the conflict clause (a raw string cannot span a macro's lines).
+#define INBOX_BATCH_ROWS                                                             \
+  "INSERT INTO inbox.events AS e (provider, external_id, payload, headers, source, " \
+  "delivery_count)\n"                                                                \
+  "SELECT t.provider, t.external_id, t.payload, t.headers, $5, t.copies\n"           \
+  "FROM unnest($1, $2, $3, $4, $6) AS t(provider, external_id, payload, headers, copies)\n"
+#define INBOX_BATCH_ARGS \
+  6, { TEXTARRAYOID, TEXTARRAYOID, JSONBARRAYOID, JSONBARRAYOID, TEXTOID, INT4ARRAYOID }
+#define INBOX_INSERTED \
+  "RETURNING e.provider, e.external_id, true, e.id, e.delivery_count, NULL::jsonb\n"
 
-KeptPlan insert_new_batch_plan = {
-    R"SQL(
-INSERT INTO inbox.events AS e (provider, external_id, payload, headers, source, delivery_count)
-SELECT t.provider, t.external_id, t.payload, t.headers, $5, t.copies
-FROM unnest($1, $2, $3, $4, $6) AS t(provider, external_id, payload, headers, copies)
-RETURNING e.provider, e.external_id, true, e.id, e.delivery_count, NULL::jsonb
+KeptPlan insert_batch_plan = {
+    INBOX_BATCH_ROWS
+    "ON CONFLICT ON CONSTRAINT events_provider_external_id_key DO NOTHING\n" INBOX_INSERTED,
+    INBOX_BATCH_ARGS, nullptr};
+
+KeptPlan insert_new_batch_plan = {INBOX_BATCH_ROWS INBOX_INSERTED, INBOX_BATCH_ARGS, nullptr};
+
+KeptPlan upsert_batch_plan = {INBOX_BATCH_ROWS
+                              R"SQL(WHERE (SELECT d.processed_at FROM inbox.events d
+       WHERE d.provider = t.provider AND d.external_id = t.external_id) IS NULL
+ON CONFLICT ON CONSTRAINT events_provider_external_id_key DO UPDATE
+   SET payload = CASE WHEN e.status = 'processing' THEN e.payload ELSE EXCLUDED.payload END,
+       headers = CASE WHEN e.status = 'processing' THEN e.headers ELSE EXCLUDED.headers END,
+       delivery_count = e.delivery_count + EXCLUDED.delivery_count, received_at = now()
+ WHERE e.processed_at IS NULL
+RETURNING e.provider, e.external_id, e.xmax = 0, e.id, e.delivery_count,
+          CASE WHEN e.status = 'processing' THEN e.payload END
 )SQL",
-    6,
-    {TEXTARRAYOID, TEXTARRAYOID, JSONBARRAYOID, JSONBARRAYOID, TEXTOID, INT4ARRAYOID},
-    nullptr};
+                              INBOX_BATCH_ARGS, nullptr};
+#undef INBOX_BATCH_ROWS
+#undef INBOX_BATCH_ARGS
+#undef INBOX_INSERTED
 
 // How many of this backend's last batches in a row were new ids only (up
 // to kNewBatchesToTryPlain). At kNewBatchesToTryPlain the next batch tries
@@ -100,25 +113,6 @@ bool subxids_to_spare() {
   return !MyProc->subxidStatus.overflowed &&
          MyProc->subxidStatus.count < PGPROC_MAX_CACHED_SUBXIDS / 2;
 }
-
-KeptPlan upsert_batch_plan = {
-    R"SQL(
-INSERT INTO inbox.events AS e (provider, external_id, payload, headers, source, delivery_count)
-SELECT t.provider, t.external_id, t.payload, t.headers, $5, t.copies
-FROM unnest($1, $2, $3, $4, $6) AS t(provider, external_id, payload, headers, copies)
-WHERE (SELECT d.processed_at FROM inbox.events d
-       WHERE d.provider = t.provider AND d.external_id = t.external_id) IS NULL
-ON CONFLICT ON CONSTRAINT events_provider_external_id_key DO UPDATE
-   SET payload = CASE WHEN e.status = 'processing' THEN e.payload ELSE EXCLUDED.payload END,
-       headers = CASE WHEN e.status = 'processing' THEN e.headers ELSE EXCLUDED.headers END,
-       delivery_count = e.delivery_count + EXCLUDED.delivery_count, received_at = now()
- WHERE e.processed_at IS NULL
-RETURNING e.provider, e.external_id, e.xmax = 0, e.id, e.delivery_count,
-          CASE WHEN e.status = 'processing' THEN e.payload END
-)SQL",
-    6,
-    {TEXTARRAYOID, TEXTARRAYOID, JSONBARRAYOID, JSONBARRAYOID, TEXTOID, INT4ARRAYOID},
-    nullptr};
 
 // The first of the batch's (distinct) providers that is not registered, or NULL.
 KeptPlan unknown_provider_plan = {R"SQL(
