@@ -84,33 +84,27 @@ template <typename Fn>
 ErrorData *in_subtransaction(Fn &&fn) {
   MemoryContext context = CurrentMemoryContext;
   ResourceOwner owner = CurrentResourceOwner;
-  ErrorData *volatile edata = nullptr;
-  std::exception_ptr thrown;
-  std::exception_ptr *volatile thrown_at = &thrown;
-  BeginInternalSubTransaction(nullptr);
-  MemoryContextSwitchTo(context);
-  PG_TRY();
-  {
-    try {
-      fn();
-    } catch (...) {
-      *thrown_at = std::current_exception();
-    }
-    if (*thrown_at)
-      RollbackAndReleaseCurrentSubTransaction();
-    else
-      ReleaseCurrentSubTransaction();
-  }
-  PG_CATCH();
-  {
+  auto leave = [&](bool commit) {
+    pg_call([&] {
+      commit ? ReleaseCurrentSubTransaction() : RollbackAndReleaseCurrentSubTransaction();
+    });
     MemoryContextSwitchTo(context);
-    edata = CopyErrorData();
-    FlushErrorState();
-    RollbackAndReleaseCurrentSubTransaction();
-  }
-  PG_END_TRY();
+    CurrentResourceOwner = owner;
+  };
+  pg_call([] { BeginInternalSubTransaction(nullptr); });
   MemoryContextSwitchTo(context);
-  CurrentResourceOwner = owner;
+  // pg_call copies a Postgres error into `context` and flushes it; the
+  // rollback comes after, as in PL/pgSQL's exception blocks.
+  ErrorData *edata = nullptr;
+  std::exception_ptr thrown;
+  try {
+    pg_call(fn);
+  } catch (const PostgresError &e) {
+    edata = e.edata();
+  } catch (...) {
+    thrown = std::current_exception();
+  }
+  leave(edata == nullptr && !thrown);
   if (thrown) std::rethrow_exception(thrown);
   return edata;
 }
