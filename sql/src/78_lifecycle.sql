@@ -19,14 +19,16 @@ COMMENT ON COLUMN inbox.events.attempts_at_replay IS
 COMMENT ON COLUMN inbox.events.purged_at IS
   'when inbox.purge removed payload and headers; the row stays as the dedup key until keep_dedup_for';
 
--- What purge reads, per provider and oldest first: processed events, and
--- those of them that still hold their payload. Claims change none of these
--- columns (they stay HOT); complete and a final fail add two entries (they
--- are not HOT anyway: processed_at is in events_open_idx's predicate).
-CREATE INDEX events_processed_idx ON inbox.events (provider, processed_at)
-    WHERE processed_at IS NOT NULL;
+-- What purge reads, per provider and oldest first: processed events that
+-- still hold their payload, and those whose payload it removed. Each
+-- processed event is in exactly one of the two, so complete and a final
+-- fail add one entry (they are not HOT anyway: processed_at is in
+-- events_open_idx's predicate) and purge's payload step moves it to the
+-- other. Claims change none of these columns (they stay HOT).
 CREATE INDEX events_payload_kept_idx ON inbox.events (provider, processed_at)
     WHERE processed_at IS NOT NULL AND purged_at IS NULL;
+CREATE INDEX events_purged_idx ON inbox.events (provider, processed_at)
+    WHERE processed_at IS NOT NULL AND purged_at IS NOT NULL;
 
 -- Per-provider horizons, counted from processed_at. NULL: the defaults, 30
 -- and 90 days. The dedup horizon is never shorter than the payload horizon,
@@ -232,15 +234,17 @@ COMMENT ON FUNCTION inbox.configure_retention(text, interval, interval) IS
 --      keep_payload_for (or older_than, when given) are removed; the row
 --      stays, status intact, so a re-delivery is still a duplicate (the one
 --      upsert is the dedup).
--- Its statements keep generic plans, so they run with enable_seqscan = off
--- like the other kept plans (README, "C++ inside PostgreSQL"): index probes
--- whatever the statistics said when the plan was made.
+-- The payload step keeps a generic plan, so it runs with enable_seqscan =
+-- off like the other kept plans (README, "C++ inside PostgreSQL"): index
+-- probes whatever the statistics said when the plan was made. The row step
+-- is planned at each call (EXECUTE), under the same setting.
 CREATE FUNCTION inbox.purge(older_than interval DEFAULT NULL, max_rows int DEFAULT 5000)
 RETURNS jsonb LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp SET enable_seqscan = off AS $$
 DECLARE
     p record;
     row_budget int := max_rows;
     payload_budget int := max_rows;
+    payload_state text;
     n int;
 BEGIN
     IF older_than < interval '0' THEN
@@ -258,28 +262,36 @@ BEGIN
     FOR p IN SELECT pr.name, coalesce(older_than, pr.keep_payload_for, interval '30 days') AS payload_horizon,
                     coalesce(pr.keep_dedup_for, interval '90 days') AS dedup_horizon
                FROM inbox.providers pr ORDER BY pr.name LOOP
-        IF row_budget > 0 THEN
+        -- Rows past the dedup horizon, from one retention index and then the
+        -- other: first those whose payload is gone (the usual case), then
+        -- any that kept it (a payload horizon as long as the dedup one). The
+        -- predicate is written out so that each statement reads the range
+        -- of its own partial index.
+        FOREACH payload_state IN ARRAY ARRAY['IS NOT NULL', 'IS NULL'] LOOP
+            EXIT WHEN row_budget = 0;
+            EXECUTE format($doomed$
             WITH doomed AS (
                 SELECT e.id FROM inbox.events e
-                 WHERE e.provider = p.name AND e.processed_at IS NOT NULL
-                   AND e.processed_at < now() - p.dedup_horizon
+                 WHERE e.provider = $1 AND e.processed_at IS NOT NULL AND e.purged_at %s
+                   AND e.processed_at < now() - $2
                    AND NOT EXISTS (SELECT 1 FROM inbox.backfill_requests b
                                    WHERE b.provider = e.provider AND b.external_id = e.external_id
                                      AND b.status IN ('pending', 'leased'))
                    AND NOT EXISTS (SELECT 1 FROM inbox.gaps g
                                    WHERE g.provider = e.provider AND g.external_id = e.external_id
                                      AND g.status <> 'resolved')
-                 ORDER BY e.processed_at LIMIT row_budget
+                 ORDER BY e.processed_at LIMIT $3
                    FOR UPDATE SKIP LOCKED
             ), history AS (
                 DELETE FROM inbox.event_history h USING doomed WHERE h.event_id = doomed.id
             ), duplicate_counts AS (
                 DELETE FROM inbox.delivery_duplicates d USING doomed WHERE d.event_id = doomed.id
             )
-            DELETE FROM inbox.events e USING doomed WHERE e.id = doomed.id;
+            DELETE FROM inbox.events e USING doomed WHERE e.id = doomed.id
+            $doomed$, payload_state) USING p.name, p.dedup_horizon, row_budget;
             GET DIAGNOSTICS n = ROW_COUNT;
             row_budget := row_budget - n;
-        END IF;
+        END LOOP;
         -- Payloads only once the rows to delete are gone: no payload is
         -- removed from a row about to be deleted.
         IF payload_budget > 0 AND row_budget > 0 THEN

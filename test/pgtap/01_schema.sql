@@ -1,6 +1,6 @@
 -- The installed shape: what users and the receiver rely on.
 BEGIN;
-SELECT plan(39);
+SELECT plan(40);
 
 SELECT has_schema('inbox');
 SELECT has_table('inbox', 'events', 'events table');
@@ -16,10 +16,16 @@ SELECT col_is_unique('inbox', 'events', ARRAY['provider', 'external_id'],
 SELECT col_type_is('inbox', 'events', 'payload', 'jsonb', 'payload is jsonb');
 SELECT col_type_is('inbox', 'events', 'lease_token', 'uuid', 'lease_token is uuid');
 
--- Three indexes only: every index costs every non-HOT update.
+-- Five indexes only: every index costs every non-HOT update. A processed
+-- event is in one retention index, not two: complete adds three entries.
 SELECT indexes_are('inbox', 'events',
   ARRAY['events_pkey', 'events_provider_external_id_key', 'events_open_idx',
-        'events_processed_idx', 'events_payload_kept_idx']);
+        'events_payload_kept_idx', 'events_purged_idx']);
+SELECT is((SELECT array_agg(pg_get_expr(indpred, indrelid) ORDER BY indexrelid::regclass::text) FROM pg_index
+            WHERE indexrelid IN ('inbox.events_payload_kept_idx'::regclass, 'inbox.events_purged_idx'::regclass)),
+          ARRAY['((processed_at IS NOT NULL) AND (purged_at IS NULL))',
+                '((processed_at IS NOT NULL) AND (purged_at IS NOT NULL))'],
+          'the retention indexes split processed events by whether the payload is kept');
 SELECT is((SELECT pg_get_expr(indpred, indrelid) FROM pg_index
             WHERE indexrelid = 'inbox.events_open_idx'::regclass),
           '(processed_at IS NULL)', 'claim index is partial on open events');

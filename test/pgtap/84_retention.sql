@@ -2,7 +2,7 @@
 -- keeps the row as the dedup key (a re-delivery is still a duplicate); after
 -- the dedup horizon the row goes, and a re-delivery is a new event.
 BEGIN;
-SELECT plan(47);
+SELECT plan(52);
 
 SELECT has_function('inbox', 'configure_retention', ARRAY['text', 'interval', 'interval'], 'configure_retention exists');
 SELECT has_function('inbox', 'purge', ARRAY['interval', 'integer'], 'purge exists');
@@ -120,6 +120,27 @@ SELECT count(inbox.complete(id, lease_token)) FROM inbox.claim(10, '1 hour', 'st
 UPDATE inbox.events SET processed_at = now() - interval '31 days' WHERE external_id LIKE 'b%';
 SELECT is(inbox.purge(NULL, 3), '{"more": true, "rows_deleted": 0, "payloads_purged": 3}'::jsonb, 'a bounded batch');
 SELECT is(inbox.purge(NULL, 3), '{"more": false, "rows_deleted": 0, "payloads_purged": 2}'::jsonb, 'then the rest');
+
+-- Rows past the dedup horizon leave from both retention indexes: those whose
+-- payload is gone (b1, b2) first, then those that kept it (s7, older).
+SELECT count(inbox.complete(id, lease_token)) FROM inbox.claim(10, '1 hour', 'stripe');
+UPDATE inbox.events SET processed_at = now() - interval '95 days' WHERE external_id IN ('b1', 'b2');
+UPDATE inbox.events SET processed_at = now() - interval '99 days' WHERE external_id = 's7';
+CREATE TEMP TABLE index_scans AS
+SELECT pg_stat_get_xact_numscans('inbox.events_purged_idx'::regclass) AS purged,
+       pg_stat_get_xact_numscans('inbox.events_payload_kept_idx'::regclass) AS kept;
+SELECT is(inbox.purge(NULL, 2), '{"more": true, "rows_deleted": 2, "payloads_purged": 0}'::jsonb,
+          'purged rows are deleted first');
+SELECT is((SELECT string_agg(external_id, ',' ORDER BY external_id) FROM inbox.events
+            WHERE external_id IN ('b1', 'b2', 's7')), 's7', 'b1 and b2 went, s7 waits for the next batch');
+SELECT is((SELECT array[pg_stat_get_xact_numscans('inbox.events_purged_idx'::regclass) - purged,
+                        pg_stat_get_xact_numscans('inbox.events_payload_kept_idx'::regclass) - kept]
+             FROM index_scans), ARRAY[2, 2]::bigint[],
+          'each provider''s purged rows are read from events_purged_idx (github then reads '
+          'events_payload_kept_idx for its rows and its payloads; stripe''s budget is spent)');
+SELECT is(inbox.purge(NULL, 2), '{"more": false, "rows_deleted": 1, "payloads_purged": 0}'::jsonb,
+          'then a row past the horizon that kept its payload');
+SELECT is(pg_temp.row('s7'), NULL, 's7 is deleted');
 
 SELECT * FROM finish();
 ROLLBACK;
