@@ -1,7 +1,8 @@
 -- Processing: claim with a lease, then complete or fail, fenced by the lease token.
 -- complete, complete_batch and fail keep their plans like ingest and run with
--- enable_seqscan = off for the same reason (10_ingest.sql); claim is planned
--- per call (its LIMIT is a parameter). How claim and complete_batch hold
+-- enable_seqscan = off for the same reason (10_ingest.sql); claim sets its
+-- own settings per statement (a claim naming a provider is planned per
+-- call, to see the provider and the limit). How claim and complete_batch hold
 -- while the statistics have not seen the table grow: extension/queue.cpp.
 
 CREATE FUNCTION inbox.claim(
