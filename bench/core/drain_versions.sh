@@ -19,6 +19,13 @@
 # and is drained before any statistics see it (autovacuum off for the table
 # during the runs): what a new install's first backlog meets until
 # autoanalyze, up to a minute later.
+#
+# BENCH_ONE_SESSION=1: instead of pgbench's workers, one session drains
+# BENCH_TRANSACTIONS (default 300) claims of 100 + complete_batch in a
+# procedure, a commit after each, synchronous_commit off: one backend's
+# time per event, without client round trips, commit waits or contention,
+# which hide a change of CPU cost on this 2-core machine. Raw SQL is skipped
+# (its columns print 0).
 set -euo pipefail
 cd "$(dirname "$0")"
 base=${BENCH_BASE:?set BENCH_BASE to the commit to compare with}
@@ -30,6 +37,8 @@ clients=${BENCH_CLIENTS:-4}
 rounds=${BENCH_ROUNDS:-3}
 backlog=${BENCH_BACKLOG:-300000}
 cold=${BENCH_COLD:-0}
+one_session=${BENCH_ONE_SESSION:-0}
+transactions=${BENCH_TRANSACTIONS:-300}
 lib="$(dirname "${INBOX_PG_BINDIR:?the bin directory of a scripts/pg-tree.sh installation}")/lib/pg_inbox.so"
 
 work=$(mktemp -d /tmp/pg_inbox-drain.XXXXXX)
@@ -51,6 +60,20 @@ finish() {
 trap finish EXIT
 
 psql -X -q -v ON_ERROR_STOP=1 -f setup.sql >/dev/null
+psql -X -q -v ON_ERROR_STOP=1 <<'SQL'
+CREATE PROCEDURE bench.drain_one_session(transactions int) LANGUAGE plpgsql AS $$
+DECLARE
+    ids bigint[];
+    tokens uuid[];
+BEGIN
+    FOR i IN 1..transactions LOOP
+        SELECT array_agg(id), array_agg(lease_token) INTO ids, tokens FROM inbox.claim(100, '5 minutes');
+        PERFORM inbox.complete_batch(ids, tokens);
+        COMMIT;
+    END LOOP;
+END
+$$;
+SQL
 
 # side: base | current | raw -> "events/s hot/updates size"
 run() {
@@ -72,8 +95,16 @@ run() {
   local before tps
   before=$(psql -X -At -c "SELECT pg_stat_get_tuples_updated('$table'::regclass) || ' ' ||
                                   pg_stat_get_tuples_hot_updated('$table'::regclass)")
-  tps=$(pgbench -n -c "$clients" -j 2 -T "$seconds" -f "$script" 2>/dev/null |
-    sed -n 's/^tps = \([0-9.]*\).*/\1/p')
+  if [ "$one_session" = 1 ]; then
+    [ "$1" = raw ] && { echo "0 - -"; return; }
+    local ms
+    ms=$(psql -X -At -c "SET synchronous_commit = off" -c '\timing on' \
+      -c "CALL bench.drain_one_session($transactions)" | sed -n 's/^Time: \([0-9.]*\) ms.*/\1/p' | tail -1)
+    tps=$(echo "$transactions * 1000 / $ms" | bc -l)
+  else
+    tps=$(pgbench -n -c "$clients" -j 2 -T "$seconds" -f "$script" 2>/dev/null |
+      sed -n 's/^tps = \([0-9.]*\).*/\1/p')
+  fi
   sleep 1  # the statistics of the last transactions reach the views
   psql -X -At -c "SELECT round($tps * 100) || ' ' ||
                          round(100.0 * (pg_stat_get_tuples_hot_updated('$table'::regclass) - ${before#* })
@@ -81,7 +112,8 @@ run() {
                          pg_size_pretty(pg_relation_size('$table'))"
 }
 
-printf 'drain: claim 100 + complete_batch, %d workers, %d pending at the start of each run\n' "$clients" "$backlog"
+printf 'drain: claim 100 + complete_batch, %s, %d pending at the start of each run\n' \
+  "$([ "$one_session" = 1 ] && echo "one session, $transactions transactions" || echo "$clients workers")" "$backlog"
 printf 'base %s at fillfactor %s; this checkout at fillfactor %s%s\n\n' "$base" "$base_fillfactor" "$fillfactor" \
   "$([ "$cold" = 1 ] && echo '; cold: no statistics, as on a fresh install')"
 printf '%6s %10s %10s %10s %11s %11s %8s %8s %8s\n' round base/s this/s raw/s this/base this/raw \
@@ -91,5 +123,5 @@ for round in $(seq "$rounds"); do
   read -r t th ts < <(run current)
   read -r r rh rs < <(run raw)
   printf '%6d %10d %10d %10d %11.2f %11.2f %8s %8s %8s   sizes %s / %s / %s\n' "$round" "$b" "$t" "$r" \
-    "$(echo "$t / $b" | bc -l)" "$(echo "$t / $r" | bc -l)" "$bh" "$th" "$rh" "$bs" "$ts" "$rs"
+    "$(echo "$t / $b" | bc -l)" "$([ "$r" = 0 ] && echo 0 || echo "$t / $r" | bc -l)" "$bh" "$th" "$rh" "$bs" "$ts" "$rs"
 done
