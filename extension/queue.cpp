@@ -80,12 +80,14 @@ RETURNING e.*
 // events_open_idx in id order whatever LIMIT $1 turns out to be; planning
 // per call was 16% of a claim of 100. Naming a provider: planned per call,
 // so that the planner sees the provider and the limit.
-KeptPlan claim_ordering_plan = {kClaimOrderingSql, 3, {INT4OID, INTERVALOID, TEXTOID}, nullptr};
-KeptPlan claim_plain_plan = {kClaimPlainSql, 3, {INT4OID, INTERVALOID, TEXTOID}, nullptr};
-KeptPlan claim_ordering_provider_plan = {
-    kClaimOrderingSql, 3, {INT4OID, INTERVALOID, TEXTOID}, nullptr, CURSOR_OPT_CUSTOM_PLAN};
-KeptPlan claim_plain_provider_plan = {
-    kClaimPlainSql, 3, {INT4OID, INTERVALOID, TEXTOID}, nullptr, CURSOR_OPT_CUSTOM_PLAN};
+// $1 max_rows, $2 lease, $3 provider (NULL: every provider).
+#define INBOX_CLAIM_ARGS 3, {INT4OID, INTERVALOID, TEXTOID}, nullptr
+KeptPlan claim_ordering_plan = {kClaimOrderingSql, INBOX_CLAIM_ARGS};
+KeptPlan claim_plain_plan = {kClaimPlainSql, INBOX_CLAIM_ARGS};
+KeptPlan claim_ordering_provider_plan = {kClaimOrderingSql, INBOX_CLAIM_ARGS,
+                                         CURSOR_OPT_CUSTOM_PLAN};
+KeptPlan claim_plain_provider_plan = {kClaimPlainSql, INBOX_CLAIM_ARGS, CURSOR_OPT_CUSTOM_PLAN};
+#undef INBOX_CLAIM_ARGS
 
 // Whether the claim must read ordering pointers.
 KeptPlan ordering_plan = {

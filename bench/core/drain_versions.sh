@@ -77,6 +77,7 @@ SQL
 
 # side: base | current | raw -> "events/s hot/updates size"
 run() {
+  [ "$one_session" = 1 ] && [ "$1" = raw ] && { echo "0 - -"; return; }
   local table=inbox.events script=claim_complete_batch.sql
   case $1 in
     base) use base; psql -X -q -c "ALTER TABLE inbox.events SET (fillfactor = $base_fillfactor)" ;;
@@ -96,7 +97,6 @@ run() {
   before=$(psql -X -At -c "SELECT pg_stat_get_tuples_updated('$table'::regclass) || ' ' ||
                                   pg_stat_get_tuples_hot_updated('$table'::regclass)")
   if [ "$one_session" = 1 ]; then
-    [ "$1" = raw ] && { echo "0 - -"; return; }
     local ms
     ms=$(psql -X -At -c "SET synchronous_commit = off" -c '\timing on' \
       -c "CALL bench.drain_one_session($transactions)" | sed -n 's/^Time: \([0-9.]*\) ms.*/\1/p' | tail -1)

@@ -23,10 +23,10 @@ drain() {
   local table load script
   case $1 in
     raw) table=bench.raw_events script=$core/raw_claim_complete.sql ;;
-    pgmq-delete | pgmq-archive) table=pgmq.q_bench script=pgmq_drain.sql ;;
+    pgmq-delete) table=pgmq.q_bench script=pgmq_drain.sql ;;
+    pgmq-archive) table=pgmq.q_bench script=pgmq_drain_archive.sql ;;
     pg_inbox) table=inbox.events script=$core/claim_complete_batch.sql ;;
   esac
-  [ "$1" = pgmq-archive ] && script=pgmq_drain_archive.sql
   if [ "$table" = pgmq.q_bench ]; then
     load="TRUNCATE pgmq.q_bench, pgmq.a_bench;
           INSERT INTO pgmq.q_bench (vt, message) SELECT now(), bench.payload(g) FROM generate_series(1, $backlog) g"
@@ -42,11 +42,10 @@ drain() {
 }
 
 sides=(raw pgmq-delete pgmq-archive pg_inbox)
-declare -A total
+declare -A total rate
 for side in "${sides[@]}"; do total[$side]=0; done
 each=""
 for _ in $(seq "$rounds"); do
-  declare -A rate
   for side in "${sides[@]}"; do
     rate[$side]=$(drain "$side")
     total[$side]=$(echo "${total[$side]} + ${rate[$side]}" | bc -l)
