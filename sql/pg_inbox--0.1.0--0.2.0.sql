@@ -2132,6 +2132,15 @@ ALTER TABLE inbox.listed_ids DROP CONSTRAINT listed_ids_external_id_check,
     ADD CONSTRAINT listed_ids_external_id_check
     CHECK (octet_length(external_id) BETWEEN 1 AND inbox._external_id_limit());
 
+-- The lease token in C, the same token 0.1.0 computed in SQL, so a lease
+-- held across the upgrade still completes: md5(concat_ws(':', event_id,
+-- attempt, extract(epoch FROM first_received_at)))::uuid. Every claim
+-- computes one per event (extension/lease_token.cpp).
+CREATE OR REPLACE FUNCTION inbox._lease_token(event_id bigint, attempt int, first_received_at timestamptz)
+RETURNS uuid
+AS 'MODULE_PATHNAME', 'inbox_lease_token'
+LANGUAGE C STABLE PARALLEL SAFE;
+
 -- Why a sequence pattern is malformed, or NULL: the grammar the scans parse
 -- (extension/gaps_sequence.hpp), so set_id_source accepts exactly what they can.
 CREATE FUNCTION inbox._id_pattern_error(pattern text)

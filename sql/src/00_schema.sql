@@ -112,11 +112,14 @@ COMMENT ON CONSTRAINT events_row_check ON inbox.events IS
 
 -- Lease tokens are derived from (event, attempt), so complete/fail can tell a
 -- token that was superseded (false / 'lost') from one never issued (error).
--- Epoch, not text, so DateStyle and TimeZone cannot change a token.
+-- Epoch, not text, so DateStyle and TimeZone cannot change a token. The
+-- token is md5(concat_ws(':', event_id, attempt, extract(epoch FROM
+-- first_received_at)))::uuid, as 0.1.0 computed it in SQL; in C
+-- (extension/lease_token.cpp) because every claim computes one per event.
 CREATE FUNCTION inbox._lease_token(event_id bigint, attempt int, first_received_at timestamptz)
-RETURNS uuid LANGUAGE sql STABLE PARALLEL SAFE AS $$
-    SELECT md5(concat_ws(':', event_id, attempt, extract(epoch FROM first_received_at)))::uuid
-$$;
+RETURNS uuid
+AS 'MODULE_PATHNAME', 'inbox_lease_token'
+LANGUAGE C STABLE PARALLEL SAFE;
 
 -- The check every function taking a provider name makes first.
 CREATE FUNCTION inbox._require_provider(provider text)

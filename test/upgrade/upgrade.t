@@ -33,7 +33,7 @@ check_same_file() {  # description, file from the upgraded db, file from the fre
 }
 
 current=$(sed -n "s/^default_version = '\(.*\)'/\1/p" ../../pg_inbox.control)
-echo "1..18"
+echo "1..19"
 
 # --- 0.1.0, filled, scheduled ---
 q "$db" "DROP EXTENSION IF EXISTS pg_inbox" >/dev/null
@@ -72,6 +72,7 @@ check "every 0.1.0 table is hashed" \
 states=$(q "$db" "SELECT string_agg(DISTINCT status, ',' ORDER BY status) FROM inbox.events")
 check "the filled 0.1.0 database holds events in every state" "dead,done,pending,processing" "$states"
 lease=$(q "$db" "SELECT id || ' ' || lease_token FROM inbox.events WHERE status = 'processing' AND provider = 'stripe' LIMIT 1")
+tokens_before=$(q "$db" "SELECT count(*) FROM inbox.events WHERE lease_token IS NOT NULL")
 
 # --- update ---
 q "$db" "ALTER EXTENSION pg_inbox UPDATE" >"$work/update.log" 2>&1
@@ -115,6 +116,10 @@ done
 # --- the data ---
 hashes >"$work/data-after"
 check_same_file "no row of a 0.1.0 table and no sequence changed" "$work/data-after" "$work/data-before"
+check "every lease token issued before the update is the token _lease_token derives now (C, not SQL)" \
+  "$tokens_before true" \
+  "$(q "$db" "SELECT count(*) || ' ' || bool_and(inbox._lease_token(id, attempts, first_received_at) = lease_token)
+                FROM inbox.events WHERE lease_token IS NOT NULL")"
 check "a lease taken before the update still completes" "t" \
   "$(q "$db" "SELECT inbox.complete(${lease% *}, '${lease#* }')")"
 check "a processed event is still a duplicate" "duplicate" \
