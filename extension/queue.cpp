@@ -300,27 +300,29 @@ Datum claim(FunctionCallInfo fcinfo, bool ordering) {
       run_claim();
 
     // RETURNING e.* skips dropped columns; the result type still has them.
+    // Each row is deformed once: column by column, every column after the
+    // first NULL or text was found by walking the row from its start.
     auto *rsinfo = reinterpret_cast<ReturnSetInfo *>(fcinfo->resultinfo);
     TupleDesc out = rsinfo->setDesc;
+    TupleDesc returned = SPI_tuptable->tupdesc;
     auto *values = static_cast<Datum *>(palloc(out->natts * sizeof(Datum)));
     auto *isnull = static_cast<bool *>(palloc(out->natts * sizeof(bool)));
+    auto *row_values = static_cast<Datum *>(palloc(returned->natts * sizeof(Datum)));
+    auto *row_nulls = static_cast<bool *>(palloc(returned->natts * sizeof(bool)));
     // Events the claim held (transition rules) are not handed out.
-    int held = ordering ? SPI_fnumber(SPI_tuptable->tupdesc, "held_reason") : 0;
+    int held = ordering ? SPI_fnumber(returned, "held_reason") : 0;
     for (uint64 row = 0; row < SPI_processed; ++row) {
-      if (held > 0) {
-        bool not_held;
-        SPI_getbinval(SPI_tuptable->vals[row], SPI_tuptable->tupdesc, held, &not_held);
-        if (!not_held) continue;
-      }
-      int column = 1;
+      heap_deform_tuple(SPI_tuptable->vals[row], returned, row_values, row_nulls);
+      if (held > 0 && !row_nulls[held - 1]) continue;
+      int column = 0;
       for (int a = 0; a < out->natts; ++a) {
         if (TupleDescAttr(out, a)->attisdropped) {
           values[a] = (Datum)0;
           isnull[a] = true;
           continue;
         }
-        values[a] =
-            SPI_getbinval(SPI_tuptable->vals[row], SPI_tuptable->tupdesc, column++, &isnull[a]);
+        values[a] = row_values[column];
+        isnull[a] = row_nulls[column++];
       }
       tuplestore_putvalues(rsinfo->setResult, out, values, isnull);
     }
