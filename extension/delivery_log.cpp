@@ -9,6 +9,7 @@
 #include <string_view>
 
 #include "boundary.hpp"
+#include "digests.hpp"
 #include "direct_insert.hpp"
 #include "gucs.hpp"
 #include "jsonb_text.hpp"
@@ -21,7 +22,6 @@ extern "C" {
 #include "access/stratnum.h"
 #include "access/table.h"
 #include "access/xact.h"
-#include "common/cryptohash.h"
 #include "storage/proc.h"
 #include "utils/fmgroids.h"
 #include "utils/snapmgr.h"
@@ -133,31 +133,24 @@ std::string_view text_bytes(Datum datum) {
   return std::string_view(VARDATA_ANY(text), VARSIZE_ANY_EXHDR(text));
 }
 
-// SHA-256 through Postgres's cryptohash (OpenSSL's, hardware-accelerated,
-// when the server has it; its own otherwise): one context per append, made
-// again for each digest. An error abort frees it with its resource owner.
+// SHA-256 through OpenSSL, the algorithm looked up once per backend
+// (digests.hpp): one context per append, reset for each digest.
 class Hasher {
  public:
-  Hasher()
-      : ctx_(pg_call([] { return pg_cryptohash_create(PG_SHA256); })),
-        text_(pg_call([] { return makeStringInfo(); })) {
-    if (ctx_ == nullptr) throw std::bad_alloc();
+  Hasher() : context_(EVP_MD_CTX_new()), text_(pg_call([] { return makeStringInfo(); })) {
+    if (context_ == nullptr) throw std::bad_alloc();
   }
-  Hasher(const Hasher &) = delete;
-  Hasher &operator=(const Hasher &) = delete;
-  ~Hasher() { pg_cryptohash_free(ctx_); }  // pfree and forget: raises nothing
 
   // The digest of the concatenated parts.
   Sha256 digest(std::initializer_list<std::string_view> parts) {
     Sha256 out;
-    bool ok = pg_cryptohash_init(ctx_) == 0;
+    unsigned int length = 0;
+    const EVP_MD *sha256 = sha256_algorithm();
+    bool ok = sha256 != nullptr && EVP_DigestInit_ex(context_.get(), sha256, nullptr) == 1;
     for (std::string_view part : parts)
-      ok = ok && pg_cryptohash_update(ctx_, reinterpret_cast<const uint8 *>(part.data()),
-                                      part.size()) == 0;
-    ok = ok && pg_cryptohash_final(ctx_, out.data(), out.size()) == 0;
-    if (!ok)
-      throw InboxError(ERRCODE_INTERNAL_ERROR, std::string("could not compute a SHA-256 digest: ") +
-                                                   pg_cryptohash_error(ctx_));
+      ok = ok && EVP_DigestUpdate(context_.get(), part.data(), part.size()) == 1;
+    ok = ok && EVP_DigestFinal_ex(context_.get(), out.data(), &length) == 1 && length == out.size();
+    if (!ok) throw InboxError(ERRCODE_INTERNAL_ERROR, "could not compute a SHA-256 digest");
     return out;
   }
 
@@ -172,7 +165,7 @@ class Hasher {
   }
 
  private:
-  pg_cryptohash_ctx *ctx_;
+  DigestContext context_;
   StringInfo text_;  // one buffer for every jsonb's text (palloc'd: freed with the call's memory)
 };
 

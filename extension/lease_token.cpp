@@ -2,13 +2,10 @@
 //   md5(concat_ws(':', event_id, attempt, extract(epoch FROM first_received_at)))::uuid
 // as 0.1.0 defined it in SQL. Every claimed event and every published
 // outbox message computes one. In SQL that was a numeric epoch, its text, a
-// concatenation, PostgreSQL's md5 (OpenSSL 3 fetching the algorithm on each
-// call), a hex digest and its parse back into a uuid: about 2 µs of a
-// drained event's 45 (bench/README.md). This builds the same text and hashes
-// it once, so a token issued before an upgrade still completes after it:
-// test/pgtap/24_lease_token.sql holds the two equal.
-#include <openssl/evp.h>
-
+// concatenation, PostgreSQL's md5 (digests.hpp), a hex digest and its parse
+// back into a uuid: 2.5 µs, where this takes 0.35 (bench/README.md). It
+// builds the same text and hashes it, so a token issued before an upgrade
+// still completes after it: test/pgtap/24_lease_token.sql holds the two equal.
 #include <algorithm>
 #include <array>
 #include <charconv>
@@ -16,6 +13,7 @@
 #include <string_view>
 
 #include "boundary.hpp"
+#include "digests.hpp"
 
 namespace {
 
@@ -74,17 +72,6 @@ class TokenText {
   std::array<char, 96> buffer_{};
   char *end_ = buffer_.data();
 };
-
-// MD5, looked up once per backend: a lookup per digest costs several times
-// the digest of a short text. NULL where MD5 is disabled (FIPS).
-const EVP_MD *md5_algorithm() {
-#if OPENSSL_VERSION_NUMBER >= 0x30000000L
-  static const EVP_MD *const fetched = EVP_MD_fetch(nullptr, "MD5", nullptr);
-  return fetched;
-#else
-  return EVP_md5();
-#endif
-}
 
 }  // namespace
 
