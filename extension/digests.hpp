@@ -1,7 +1,7 @@
 // OpenSSL message digests, each algorithm looked up once per backend.
 // PostgreSQL's md5() and its cryptohash API have OpenSSL 3 look the
 // algorithm up again for every digest, which costs several times the
-// hashing of a short text (bench/README.md, twelfth session).
+// hashing of a short text (bench/README.md, eleventh session).
 #pragma once
 
 #include <openssl/evp.h>

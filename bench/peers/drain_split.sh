@@ -1,0 +1,70 @@
+#!/usr/bin/env bash
+# Where a drained event's CPU goes: one backend claims BENCH_EVENTS events
+# of a fresh backlog of BENCH_BACKLOG (claims of 100, a commit after each,
+# synchronous_commit off), then another completes them (complete_batch of
+# 100); the same for pgmq's read, then delete. Each phase is measured
+# apart as its backend's CPU (utime + stime from /proc): the server must
+# run on this machine. Nothing is completed between claims, so every claim
+# walks past the events leased before it (so does every read).
+#
+#   BENCH_ROUNDS=4 bash bench/peers/drain_split.sh
+#
+# Needs PGHOST/PGPORT/PGUSER/PGDATABASE, bench/core/setup.sql and pgmq with
+# a queue named bench (run.sh installs both).
+set -euo pipefail
+rounds=${BENCH_ROUNDS:-3}
+backlog=${BENCH_BACKLOG:-100000}
+batches=$((${BENCH_EVENTS:-30000} / 100))
+
+# setup sql, then the measured sql, in one session -> CPU ms
+cpu_ms() {
+  local out
+  out=$(mktemp)
+  psql -X -q -v ON_ERROR_STOP=1 >/dev/null <<SQL
+SET synchronous_commit = off;
+$1
+SELECT pg_backend_pid() AS pid \gset
+\setenv BENCH_PID :pid
+\! awk '{print \$14 + \$15}' /proc/\$BENCH_PID/stat > $out.a
+$2
+\! awk '{print \$14 + \$15}' /proc/\$BENCH_PID/stat > $out.b
+SQL
+  echo $((($(cat "$out.b") - $(cat "$out.a")) * 1000 / $(getconf CLK_TCK)))
+  rm -f "$out" "$out.a" "$out.b"
+}
+load() {  # table
+  if [ "$1" = pgmq.q_bench ]; then
+    psql -X -q -v ON_ERROR_STOP=1 -c "TRUNCATE pgmq.q_bench, pgmq.a_bench" \
+      -c "INSERT INTO pgmq.q_bench (vt, message) SELECT now(), bench.payload(g) FROM generate_series(1, $backlog) g"
+  else
+    psql -X -q -v ON_ERROR_STOP=1 -c "TRUNCATE inbox.events CASCADE" \
+      -c "INSERT INTO inbox.events (provider, external_id, payload)
+          SELECT 'bench', 'backlog-' || g, bench.payload(g) FROM generate_series(1, $backlog) g"
+  fi
+  psql -X -q -c "VACUUM ANALYZE $1" -c CHECKPOINT
+}
+
+claim="DO \$\$ BEGIN FOR i IN 1..$batches LOOP PERFORM count(*) FROM inbox.claim(100, '1 hour'); COMMIT; END LOOP; END \$\$;"
+complete="CREATE TEMP TABLE leased AS
+  SELECT (row_number() OVER (ORDER BY id) - 1) / 100 AS n, id, lease_token FROM inbox.events WHERE status = 'processing';
+CREATE TEMP TABLE batches AS
+  SELECT n, array_agg(id ORDER BY id) AS ids, array_agg(lease_token ORDER BY id) AS tokens FROM leased GROUP BY n;"
+complete_run="DO \$\$ DECLARE b record; BEGIN FOR b IN SELECT ids, tokens FROM batches ORDER BY n LOOP
+  PERFORM inbox.complete_batch(b.ids, b.tokens); COMMIT; END LOOP; END \$\$;"
+read="DO \$\$ BEGIN FOR i IN 1..$batches LOOP PERFORM count(*) FROM pgmq.read('bench', 3600, 100); COMMIT; END LOOP; END \$\$;"
+delete="CREATE TEMP TABLE batches AS
+  SELECT n, array_agg(msg_id ORDER BY msg_id) AS ids
+    FROM (SELECT (row_number() OVER (ORDER BY msg_id) - 1) / 100 AS n, msg_id FROM pgmq.q_bench WHERE read_ct > 0) s GROUP BY n;"
+delete_run="DO \$\$ DECLARE b record; BEGIN FOR b IN SELECT ids FROM batches ORDER BY n LOOP
+  PERFORM pgmq.delete('bench', b.ids); COMMIT; END LOOP; END \$\$;"
+
+printf '%-6s %10s %12s %9s %10s  (CPU ms for %d events)\n' round claim complete read delete $((batches * 100))
+for round in $(seq "$rounds"); do
+  load inbox.events >/dev/null
+  c=$(cpu_ms "" "$claim"); psql -X -q -c CHECKPOINT
+  k=$(cpu_ms "$complete" "$complete_run")
+  load pgmq.q_bench >/dev/null
+  r=$(cpu_ms "" "$read"); psql -X -q -c CHECKPOINT
+  d=$(cpu_ms "$delete" "$delete_run")
+  printf '%-6s %10s %12s %9s %10s\n' "$round" "$c" "$k" "$r" "$d"
+done
