@@ -27,8 +27,9 @@ EXTRA_CLEAN = $(DATA_built)
 
 PG_CXXFLAGS = -std=c++17 -Wall -Wextra -Wno-register -Wno-missing-field-initializers \
               -Wno-unused-parameter -fno-omit-frame-pointer
-# libcrypto: MD5 for lease tokens (extension/lease_token.cpp); libpq-dev, which
-# postgresql-server-dev depends on, brings its headers.
+# libcrypto: the lease token's MD5 and the delivery log's SHA-256
+# (extension/digests.hpp); libpq-dev, which postgresql-server-dev depends on,
+# brings its headers.
 SHLIB_LINK += -lstdc++ -lcrypto
 
 PG_CONFIG ?= pg_config
