@@ -6,6 +6,9 @@
 # apart as its backend's CPU (utime + stime from /proc): the server must
 # run on this machine. Nothing is completed between claims, so every claim
 # walks past the events leased before it (so does every read).
+# Then the whole drain in one backend, claim 100 + complete (read 100 +
+# delete) in one transaction and in two (the claim committed first, as
+# workers run): CPU and WAL bytes per event.
 #
 #   BENCH_ROUNDS=4 bash bench/peers/drain_split.sh
 #
@@ -58,7 +61,8 @@ delete="CREATE TEMP TABLE batches AS
 delete_run="DO \$\$ DECLARE b record; BEGIN FOR b IN SELECT ids FROM batches ORDER BY n LOOP
   PERFORM pgmq.delete('bench', b.ids); COMMIT; END LOOP; END \$\$;"
 
-printf '%-6s %10s %12s %9s %10s  (CPU ms for %d events)\n' round claim complete read delete $((batches * 100))
+events=$((batches * 100))
+printf '%-6s %10s %12s %9s %10s  (CPU ms for %d events)\n' round claim complete read delete $events
 for round in $(seq "$rounds"); do
   load inbox.events >/dev/null
   c=$(cpu_ms "" "$claim"); psql -X -q -c CHECKPOINT
@@ -67,4 +71,28 @@ for round in $(seq "$rounds"); do
   r=$(cpu_ms "" "$read"); psql -X -q -c CHECKPOINT
   d=$(cpu_ms "$delete" "$delete_run")
   printf '%-6s %10s %12s %9s %10s\n' "$round" "$c" "$k" "$r" "$d"
+done
+
+# form side -> "CPU ms, WAL bytes per event" for the whole drain
+drain() {
+  local commit="" lsn
+  [ "$1" = two ] && commit="COMMIT;"
+  if [ "$2" = pg_inbox ]; then
+    load inbox.events >/dev/null
+    body="SELECT array_agg(id), array_agg(lease_token) INTO ids, tokens FROM inbox.claim(100, '5 minutes'); $commit
+          PERFORM inbox.complete_batch(ids, tokens);"
+  else
+    load pgmq.q_bench >/dev/null
+    body="SELECT array_agg(msg_id) INTO ids FROM pgmq.read('bench', 300, 100); $commit PERFORM pgmq.delete('bench', ids);"
+  fi
+  lsn=$(psql -X -At -c "SELECT pg_current_wal_insert_lsn()")
+  local ms
+  ms=$(cpu_ms "" "DO \$\$ DECLARE ids bigint[]; tokens uuid[]; BEGIN FOR i IN 1..$batches LOOP $body COMMIT; END LOOP; END \$\$;")
+  echo "$ms $(psql -X -At -c "SELECT round(pg_wal_lsn_diff(pg_current_wal_insert_lsn(), '$lsn') / $events)")"
+}
+echo
+printf '%-6s %-28s %-28s  (CPU ms for %d events, WAL bytes per event)\n' round \
+  "one transaction: inbox, pgmq" "two: inbox, pgmq" $events
+for round in $(seq "$rounds"); do
+  printf '%-6s %-28s %-28s\n' "$round" "$(drain one pg_inbox), $(drain one pgmq)" "$(drain two pg_inbox), $(drain two pgmq)"
 done
