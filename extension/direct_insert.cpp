@@ -1,6 +1,8 @@
 // One row into a plain table without an INSERT statement (direct_insert.hpp).
 #include "direct_insert.hpp"
 
+#include <cstring>
+
 extern "C" {
 #include "access/table.h"
 #include "access/tableam.h"
@@ -25,6 +27,18 @@ bool needs_executor(Relation table) {
          (constr != nullptr && constr->has_generated_stored);
 }
 
+// The attribute number of column `name`, or InvalidAttrNumber (none, or
+// dropped), from the descriptor at hand: get_attnum would search the
+// catalog cache once per column per call.
+AttrNumber attribute_number(TupleDesc desc, const char *name) {
+  for (int i = 0; i < desc->natts; ++i) {
+    Form_pg_attribute attribute = TupleDescAttr(desc, i);
+    if (!attribute->attisdropped && std::strcmp(NameStr(attribute->attname), name) == 0)
+      return attribute->attnum;
+  }
+  return InvalidAttrNumber;
+}
+
 }  // namespace
 
 bool insert_without_executor(Oid table_id, const ColumnValue *columns, int count) {
@@ -40,7 +54,7 @@ bool insert_without_executor(Oid table_id, const ColumnValue *columns, int count
   for (int i = 0; i < desc->natts; ++i) nulls[i] = true;
   bool complete = true;
   for (int i = 0; i < count; ++i) {
-    AttrNumber attno = get_attnum(table_id, columns[i].column);
+    AttrNumber attno = attribute_number(desc, columns[i].column);
     complete = attno > 0 && !named[attno - 1];
     if (!complete) break;  // a name the table lacks, or one named twice
     named[attno - 1] = true;
