@@ -144,13 +144,8 @@ class Hasher {
   // The digest of the concatenated parts.
   Sha256 digest(std::initializer_list<std::string_view> parts) {
     Sha256 out;
-    unsigned int length = 0;
-    const EVP_MD *sha256 = sha256_algorithm();
-    bool ok = sha256 != nullptr && EVP_DigestInit_ex(context_.get(), sha256, nullptr) == 1;
-    for (std::string_view part : parts)
-      ok = ok && EVP_DigestUpdate(context_.get(), part.data(), part.size()) == 1;
-    ok = ok && EVP_DigestFinal_ex(context_.get(), out.data(), &length) == 1 && length == out.size();
-    if (!ok) throw InboxError(ERRCODE_INTERNAL_ERROR, "could not compute a SHA-256 digest");
+    if (!digest_parts(context_.get(), sha256_algorithm(), parts, out.data(), out.size()))
+      throw InboxError(ERRCODE_INTERNAL_ERROR, "could not compute a SHA-256 digest");
     return out;
   }
 

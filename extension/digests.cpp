@@ -24,4 +24,16 @@ const EVP_MD *sha256_algorithm() {
   return sha256;
 }
 
+bool digest_parts(EVP_MD_CTX *context, const EVP_MD *algorithm,
+                  std::initializer_list<std::string_view> parts, unsigned char *out,
+                  unsigned int size) {
+  if (algorithm == nullptr || static_cast<unsigned int>(EVP_MD_size(algorithm)) != size ||
+      EVP_DigestInit_ex(context, algorithm, nullptr) != 1)
+    return false;
+  for (std::string_view part : parts)
+    if (EVP_DigestUpdate(context, part.data(), part.size()) != 1) return false;
+  unsigned int length = 0;
+  return EVP_DigestFinal_ex(context, out, &length) == 1 && length == size;
+}
+
 }  // namespace pg_inbox

@@ -6,7 +6,9 @@
 
 #include <openssl/evp.h>
 
+#include <initializer_list>
 #include <memory>
+#include <string_view>
 
 namespace pg_inbox {
 
@@ -19,5 +21,12 @@ struct DigestContextFree {
   void operator()(EVP_MD_CTX *context) const { EVP_MD_CTX_free(context); }
 };
 using DigestContext = std::unique_ptr<EVP_MD_CTX, DigestContextFree>;
+
+// The digest of the concatenated parts into out, which holds exactly the
+// algorithm's digest size. False when the algorithm is missing (NULL) or
+// OpenSSL fails; the context is reset and can be used again.
+bool digest_parts(EVP_MD_CTX *context, const EVP_MD *algorithm,
+                  std::initializer_list<std::string_view> parts, unsigned char *out,
+                  unsigned int size);
 
 }  // namespace pg_inbox

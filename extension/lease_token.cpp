@@ -10,6 +10,7 @@
 #include <array>
 #include <charconv>
 #include <cstring>
+#include <new>
 #include <string_view>
 
 #include "boundary.hpp"
@@ -61,8 +62,9 @@ class TokenText {
       end_[digit] = char('0' + fraction % 10);
     end_ += 6;
   }
-  const char *data() const { return buffer_.data(); }
-  std::size_t size() const { return static_cast<std::size_t>(end_ - buffer_.data()); }
+  std::string_view view() const {
+    return std::string_view(buffer_.data(), static_cast<std::size_t>(end_ - buffer_.data()));
+  }
 
  private:
   void separate() {
@@ -86,12 +88,10 @@ INBOX_SQL_FUNCTION(inbox_lease_token) {
   if (!PG_ARGISNULL(1)) text.add_integer(PG_GETARG_INT32(1));
   if (!PG_ARGISNULL(2)) text.add_epoch(PG_GETARG_TIMESTAMPTZ(2));
 
-  std::array<unsigned char, EVP_MAX_MD_SIZE> digest{};
-  unsigned int digest_length = 0;
-  const EVP_MD *md5 = md5_algorithm();
-  if (md5 == nullptr ||
-      EVP_Digest(text.data(), text.size(), digest.data(), &digest_length, md5, nullptr) != 1 ||
-      digest_length != UUID_LEN)
+  std::array<unsigned char, UUID_LEN> digest{};
+  DigestContext context(EVP_MD_CTX_new());
+  if (context == nullptr) throw std::bad_alloc();
+  if (!digest_parts(context.get(), md5_algorithm(), {text.view()}, digest.data(), digest.size()))
     throw InboxError(ERRCODE_FEATURE_NOT_SUPPORTED, "could not compute a lease token",
                      "Lease tokens are MD5 digests, and this OpenSSL does not provide MD5.");
   return pg_call([&] {
