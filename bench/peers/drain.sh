@@ -23,31 +23,24 @@ rounds=${BENCH_ROUNDS:-3}
 backlog=${BENCH_BACKLOG:-300000}
 forms=${BENCH_FORMS:-one two}
 core=../core
+source ./backlog.sh
 work=$(mktemp -d /tmp/pg_inbox-drain.XXXXXX)
 trap 'rm -rf "$work"' EXIT
 
 # side form -> events/s
 drain() {
-  local table load script
+  local table script
   case $1 in
     raw) table=bench.raw_events script=$core/raw_claim_complete.sql ;;
     pgmq-delete) table=pgmq.q_bench script=pgmq_drain.sql ;;
     pgmq-archive) table=pgmq.q_bench script=pgmq_drain_archive.sql ;;
     pg_inbox) table=inbox.events script=$core/claim_complete_batch.sql ;;
   esac
-  if [ "$table" = pgmq.q_bench ]; then
-    load="TRUNCATE pgmq.q_bench, pgmq.a_bench;
-          INSERT INTO pgmq.q_bench (vt, message) SELECT now(), bench.payload(g) FROM generate_series(1, $backlog) g"
-  else
-    load="TRUNCATE $table CASCADE;
-          INSERT INTO $table (provider, external_id, payload)
-          SELECT 'bench', 'backlog-' || g, bench.payload(g) FROM generate_series(1, $backlog) g"
-  fi
   if [ "$2" = two ]; then
     grep -v -x -e 'BEGIN;' -e 'COMMIT;' "$script" >"$work/$1.sql"
     script=$work/$1.sql
   fi
-  psql -X -q -v ON_ERROR_STOP=1 -c "$load" -c "VACUUM ANALYZE $table" -c "CHECKPOINT" >/dev/null
+  fresh_backlog "$table" "$backlog"
   local tps
   tps=$(pgbench -n -c 4 -j 2 -T "$seconds" -f "$script" 2>/dev/null | sed -n 's/^tps = \([0-9.]*\).*/\1/p')
   echo "$tps * 100" | bc -l

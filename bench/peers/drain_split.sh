@@ -15,6 +15,8 @@
 # Needs PGHOST/PGPORT/PGUSER/PGDATABASE, bench/core/setup.sql and pgmq with
 # a queue named bench (run.sh installs both).
 set -euo pipefail
+cd "$(dirname "$0")"
+source ./backlog.sh
 rounds=${BENCH_ROUNDS:-3}
 backlog=${BENCH_BACKLOG:-100000}
 batches=$((${BENCH_EVENTS:-30000} / 100))
@@ -35,18 +37,6 @@ SQL
   echo $((($(cat "$out.b") - $(cat "$out.a")) * 1000 / $(getconf CLK_TCK)))
   rm -f "$out" "$out.a" "$out.b"
 }
-load() {  # table
-  if [ "$1" = pgmq.q_bench ]; then
-    psql -X -q -v ON_ERROR_STOP=1 -c "TRUNCATE pgmq.q_bench, pgmq.a_bench" \
-      -c "INSERT INTO pgmq.q_bench (vt, message) SELECT now(), bench.payload(g) FROM generate_series(1, $backlog) g"
-  else
-    psql -X -q -v ON_ERROR_STOP=1 -c "TRUNCATE inbox.events CASCADE" \
-      -c "INSERT INTO inbox.events (provider, external_id, payload)
-          SELECT 'bench', 'backlog-' || g, bench.payload(g) FROM generate_series(1, $backlog) g"
-  fi
-  psql -X -q -c "VACUUM ANALYZE $1" -c CHECKPOINT
-}
-
 claim="DO \$\$ BEGIN FOR i IN 1..$batches LOOP PERFORM count(*) FROM inbox.claim(100, '1 hour'); COMMIT; END LOOP; END \$\$;"
 complete="CREATE TEMP TABLE leased AS
   SELECT (row_number() OVER (ORDER BY id) - 1) / 100 AS n, id, lease_token FROM inbox.events WHERE status = 'processing';
@@ -64,10 +54,10 @@ delete_run="DO \$\$ DECLARE b record; BEGIN FOR b IN SELECT ids FROM batches ORD
 events=$((batches * 100))
 printf '%-6s %10s %12s %9s %10s  (CPU ms for %d events)\n' round claim complete read delete $events
 for round in $(seq "$rounds"); do
-  load inbox.events >/dev/null
+  fresh_backlog inbox.events "$backlog"
   c=$(cpu_ms "" "$claim"); psql -X -q -c CHECKPOINT
   k=$(cpu_ms "$complete" "$complete_run")
-  load pgmq.q_bench >/dev/null
+  fresh_backlog pgmq.q_bench "$backlog"
   r=$(cpu_ms "" "$read"); psql -X -q -c CHECKPOINT
   d=$(cpu_ms "$delete" "$delete_run")
   printf '%-6s %10s %12s %9s %10s\n' "$round" "$c" "$k" "$r" "$d"
@@ -78,11 +68,11 @@ drain() {
   local commit="" lsn
   [ "$1" = two ] && commit="COMMIT;"
   if [ "$2" = pg_inbox ]; then
-    load inbox.events >/dev/null
+    fresh_backlog inbox.events "$backlog"
     body="SELECT array_agg(id), array_agg(lease_token) INTO ids, tokens FROM inbox.claim(100, '5 minutes'); $commit
           PERFORM inbox.complete_batch(ids, tokens);"
   else
-    load pgmq.q_bench >/dev/null
+    fresh_backlog pgmq.q_bench "$backlog"
     body="SELECT array_agg(msg_id) INTO ids FROM pgmq.read('bench', 300, 100); $commit PERFORM pgmq.delete('bench', ids);"
   fi
   lsn=$(psql -X -At -c "SELECT pg_current_wal_insert_lsn()")
