@@ -62,21 +62,12 @@ psql -X -q -v ON_ERROR_STOP=1 -c "CREATE TABLE bench.installed_checks AS
    WHERE conrelid IN ('inbox.events'::regclass, 'inbox.outbox_delivery'::regclass) AND contype = 'c'"
 trap installed_checks EXIT
 
+source ../backend_cpu.sh
 cpu_ms() {  # delivery_log loop_statement -> CPU ms of the backend
-  local out
-  out=$(mktemp)
-  PGOPTIONS="-c pg_inbox.delivery_log=$1 -c client_min_messages=warning" \
-    psql -X -q -v ON_ERROR_STOP=1 >/dev/null <<SQL
-SELECT pg_backend_pid() AS pid \gset
-\setenv BENCH_PID :pid
-SELECT inbox.ingest('bench', 'warm-' || random(), '{}'), inbox.publish('bench.warm', NULL, '{}');
-\! awk '{print \$14 + \$15}' /proc/\$BENCH_PID/stat > $out.a
-DO \$\$ DECLARE n bigint := (random() * 1e15)::bigint; p jsonb := bench.payload(7); BEGIN
-FOR i IN 1..$calls LOOP PERFORM $2; END LOOP; END \$\$;
-\! awk '{print \$14 + \$15}' /proc/\$BENCH_PID/stat > $out.b
-SQL
-  echo $((($(cat "$out.b") - $(cat "$out.a")) * 1000 / $(getconf CLK_TCK)))
-  rm -f "$out" "$out.a" "$out.b"
+  PGOPTIONS="-c pg_inbox.delivery_log=$1 -c client_min_messages=warning" backend_cpu_ms \
+    "SELECT inbox.ingest('bench', 'warm-' || random(), '{}'), inbox.publish('bench.warm', NULL, '{}');" \
+    "DO \$\$ DECLARE n bigint := (random() * 1e15)::bigint; p jsonb := bench.payload(7); BEGIN
+FOR i IN 1..$calls LOOP PERFORM $2; END LOOP; END \$\$;"
 }
 
 ingest="inbox.ingest('bench', 'c-' || n || '-' || i, p)"

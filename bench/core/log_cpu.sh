@@ -5,28 +5,20 @@
 # CPU time (utime + stime from /proc) for each. Needs bench/core/setup.sql
 # applied and the server on this machine. Usage: log_cpu.sh [ROUNDS] [BATCHES]
 set -euo pipefail
+source "$(dirname "$0")/../backend_cpu.sh"
 rounds=${1:-3}
 batches=${2:-300}
 run() {  # log digests(yes|no) -> CPU ms
   local digests=""
   [ "$2" = yes ] && digests=", NULL, 'webhook', array_fill(sha256('x'), ARRAY[100]), array_fill('stripe'::text, ARRAY[100])"
-  local out
-  out=$(mktemp)
-  PGOPTIONS="-c pg_inbox.delivery_log=$1" psql -X -q -v ON_ERROR_STOP=1 >/dev/null <<SQL
-SELECT pg_backend_pid() AS pid \gset
-\setenv BENCH_PID :pid
-CREATE TEMP TABLE pl AS SELECT array_agg(bench.payload(g)) AS p FROM generate_series(1, 100) g;
-\! awk '{print \$14 + \$15}' /proc/\$BENCH_PID/stat > $out.a
-DO \$\$ DECLARE n bigint; p jsonb[] := (SELECT p FROM pl); BEGIN
+  PGOPTIONS="-c pg_inbox.delivery_log=$1" backend_cpu_ms \
+    "CREATE TEMP TABLE pl AS SELECT array_agg(bench.payload(g)) AS p FROM generate_series(1, 100) g;" \
+    "DO \$\$ DECLARE n bigint; p jsonb[] := (SELECT p FROM pl); BEGIN
 FOR i IN 1..$batches LOOP
   n := (random() * 1e15)::bigint;
   PERFORM inbox.ingest_batch(array_fill('bench'::text, ARRAY[100]),
                              ARRAY(SELECT 'c-' || n || '-' || g FROM generate_series(1, 100) g), p$digests);
-END LOOP; END \$\$;
-\! awk '{print \$14 + \$15}' /proc/\$BENCH_PID/stat > $out.b
-SQL
-  echo $(( ($(cat "$out.b") - $(cat "$out.a")) * 1000 / $(getconf CLK_TCK) ))
-  rm -f "$out" "$out.a" "$out.b"
+END LOOP; END \$\$;"
 }
 printf '%-12s %6s %10s %10s %7s\n' digests round "off ms" "on ms" "off/on"
 for digests in ${DIGESTS:-no yes}; do

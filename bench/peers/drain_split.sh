@@ -21,22 +21,8 @@ rounds=${BENCH_ROUNDS:-3}
 backlog=${BENCH_BACKLOG:-100000}
 batches=$((${BENCH_EVENTS:-30000} / 100))
 
-# setup sql, then the measured sql, in one session -> CPU ms
-cpu_ms() {
-  local out
-  out=$(mktemp)
-  psql -X -q -v ON_ERROR_STOP=1 >/dev/null <<SQL
-SET synchronous_commit = off;
-$1
-SELECT pg_backend_pid() AS pid \gset
-\setenv BENCH_PID :pid
-\! awk '{print \$14 + \$15}' /proc/\$BENCH_PID/stat > $out.a
-$2
-\! awk '{print \$14 + \$15}' /proc/\$BENCH_PID/stat > $out.b
-SQL
-  echo $((($(cat "$out.b") - $(cat "$out.a")) * 1000 / $(getconf CLK_TCK)))
-  rm -f "$out" "$out.a" "$out.b"
-}
+source ../backend_cpu.sh
+cpu_ms() { backend_cpu_ms "SET synchronous_commit = off; $1" "$2"; }  # setup sql, measured sql
 claim="DO \$\$ BEGIN FOR i IN 1..$batches LOOP PERFORM count(*) FROM inbox.claim(100, '1 hour'); COMMIT; END LOOP; END \$\$;"
 complete="CREATE TEMP TABLE leased AS
   SELECT (row_number() OVER (ORDER BY id) - 1) / 100 AS n, id, lease_token FROM inbox.events WHERE status = 'processing';
