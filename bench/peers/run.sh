@@ -70,6 +70,10 @@ peers "W4a drain, pgmq archiving (keeps messages)" 4 100 \
 # its drain is bound by its sort of the backlog (README).
 echo
 BENCH_SECONDS=$seconds BENCH_ROUNDS=$rounds bash drain.sh
+# What finishing a leased event costs a table that keeps it, against
+# pgmq's delete: the floor under every drain that keeps its events.
+echo
+BENCH_ROUNDS=$rounds bash drain_floor.sh
 
 psql -X -q -c "SET client_min_messages = warning" -c "DROP SCHEMA bench CASCADE" -c "DROP SCHEMA pgmq CASCADE" -c "DROP SCHEMA pgboss CASCADE" \
   -c "TRUNCATE inbox.events" \
