@@ -4,7 +4,7 @@
 -- inbox.verify_log checks (tampering as a superuser with the triggers off
 -- included) and inbox.seal_log seals.
 BEGIN;
-SELECT plan(95);
+SELECT plan(97);
 
 SELECT inbox.register_provider('stripe');
 CREATE FUNCTION pg_temp.log(ext text) RETURNS TABLE (delivery int, outcome text, kept boolean, differs boolean)
@@ -315,6 +315,21 @@ SELECT is((SELECT note FROM inbox.delivery_batches WHERE 'with_column' = ANY (ex
           'a column ingest does not know gets its default');
 SELECT is_empty($$ SELECT * FROM inbox.verify_log() $$, '... and the log still verifies');
 ROLLBACK TO direct;
+
+-- Appends after a rolled-back subtransaction that had read the stripe's
+-- head past the rows that stay: the next append still follows the
+-- stripe's last row (read_head starts at the head it read last and, when
+-- nothing is left there, reads the stripe from its end).
+SELECT max(seq) AS kept_head FROM inbox.delivery_batches
+ WHERE stripe = (SELECT stripe FROM inbox.delivery_batches ORDER BY received_at DESC, seq DESC LIMIT 1) \gset
+SAVEPOINT heads;
+SELECT inbox.ingest('stripe', 'head-1', '{}');
+SELECT inbox.ingest('stripe', 'head-2', '{}');
+ROLLBACK TO heads;
+SELECT inbox.ingest('stripe', 'head-3', '{}');
+SELECT is((SELECT seq FROM inbox.delivery_batches WHERE 'head-3' = ANY (external_ids)), :'kept_head'::bigint + 1,
+          'an append after a rolled-back one follows the last row that stayed');
+SELECT is_empty($$ SELECT * FROM inbox.verify_log() $$, '... and the log verifies');
 
 -- A batch's row is compressed with lz4 where the server has it (the
 -- install's DO block; pglz cost a quarter of the log's CPU).
