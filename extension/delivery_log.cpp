@@ -89,7 +89,7 @@ LogTable find_log_table() {
 // Per stripe, a seq this backend knows the stripe reached: the last head it
 // read or row it wrote there. A backward scan reads its whole leaf page
 // before it returns the first row (PostgreSQL 15 checks every item of the
-// page against the keys, a tenth of a single logged ingest's CPU), so the
+// page against the keys: 7% of a single logged ingest's CPU), so the
 // scan starts no lower than the hint and reads only the rows appended
 // since. Rows leave the log only when their transaction aborts, so a hint
 // can be past the head (this backend's rolled-back append): then nothing is
