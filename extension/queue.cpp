@@ -1,6 +1,9 @@
 // inbox.claim, inbox.complete, inbox.fail: leased processing, fenced by a
 // per-attempt lease token so a late worker can never finish a reclaimed event.
+#include <algorithm>
+#include <cstring>
 #include <string>
+#include <vector>
 
 #include "boundary.hpp"
 #include "gucs.hpp"
@@ -166,44 +169,69 @@ FROM inbox.events e WHERE e.id = $1
                              {INT8OID, UUIDOID},
                              nullptr};
 
-// complete_batch: one UPDATE for the batch, and for every element it did not
-// complete, the facts lease_state() reads (the snapshot predates the UPDATE,
-// which only touched the completed rows). A completed element is not read
-// again: OFFSET 0 keeps `c.id IS NULL` a one-time filter per element, so a
-// completed element costs no second index probe.
-// Robust to statistics that believe the table empty, and kept from a
-// near-empty table: the update finds its rows by the ids (`id = ANY`, with
-// enable_seqscan off an index condition) and joins them by hash
-// (complete_batch()).
+// complete_batch: the batch's UPDATE alone; complete_batch() matches what it
+// returned to the input in C. Robust to statistics that believe the table
+// empty, and kept from a near-empty table: the update finds its rows by the
+// ids (`id = ANY`, with enable_seqscan off an index condition) and joins
+// them to their tokens by hash (complete_batch()).
 KeptPlan complete_batch_plan = {R"SQL(
-WITH input AS (
-    SELECT t.id, t.token, t.ord FROM unnest($1, $2) WITH ORDINALITY AS t(id, token, ord)
-), completed AS (
-    UPDATE inbox.events e
-       SET status = 'done', processed_at = now(), lease_expires_at = NULL
-      FROM input i
-     WHERE e.id = ANY ($1) AND e.id = i.id AND e.lease_token = i.token AND e.status = 'processing'
-    RETURNING e.id, e.lease_token
-)
-SELECT i.id,
-       c.id IS NOT NULL,
-       c.id IS NOT NULL OR s.id IS NOT NULL,
-       s.done_with_token,
-       s.issued
-FROM input i
-LEFT JOIN (SELECT DISTINCT id, lease_token FROM completed) c
-       ON c.id = i.id AND c.lease_token = i.token
-LEFT JOIN LATERAL (
-    SELECT e.id, e.status = 'done' AND e.lease_token = i.token AS done_with_token,
-           inbox._lease_token_issued(e.id, e.attempts, e.first_received_at, i.token) AS issued
-      FROM inbox.events e
-     WHERE e.id = i.id AND c.id IS NULL
-    OFFSET 0) s ON true
-ORDER BY i.ord
+UPDATE inbox.events e
+   SET status = 'done', processed_at = now(), lease_expires_at = NULL
+  FROM unnest($1, $2) AS i(id, token)
+ WHERE e.id = ANY ($1) AND e.id = i.id AND e.lease_token = i.token AND e.status = 'processing'
+RETURNING e.id, e.lease_token
 )SQL",
                                 2,
                                 {INT8ARRAYOID, UUIDARRAYOID},
                                 nullptr};
+
+// For the elements the UPDATE did not complete, in input order: the facts
+// lease_state() reads (event exists, done with this token, token issued).
+// Read after the UPDATE, which only touched rows it completed; an element
+// naming an event the UPDATE completed under another element's token reads
+// it done with that token, as after an earlier complete. One index probe per
+// element (LATERAL, OFFSET 0).
+KeptPlan complete_batch_states_plan = {R"SQL(
+SELECT s.id IS NOT NULL, s.done_with_token, s.issued
+  FROM unnest($1, $2) WITH ORDINALITY AS i(id, token, ord)
+  LEFT JOIN LATERAL (
+    SELECT e.id, e.status = 'done' AND e.lease_token = i.token AS done_with_token,
+           inbox._lease_token_issued(e.id, e.attempts, e.first_received_at, i.token) AS issued
+      FROM inbox.events e
+     WHERE e.id = i.id
+    OFFSET 0) s ON true
+ ORDER BY i.ord
+)SQL",
+                                       2,
+                                       {INT8ARRAYOID, UUIDARRAYOID},
+                                       nullptr};
+
+// An element of complete_batch's input, or a row its UPDATE completed.
+struct Lease {
+  int64 id;
+  pg_uuid_t token;
+  bool operator<(const Lease &other) const {
+    if (id != other.id) return id < other.id;
+    return std::memcmp(token.data, other.token.data, UUID_LEN) < 0;
+  }
+};
+
+// The (id, token) pairs of complete_batch's arguments (checked: not NULL,
+// one dimension, the same length).
+std::vector<Lease> batch_leases(FunctionCallInfo fcinfo) {
+  Datum *id_values, *token_values;
+  int count;
+  pg_call([&] {
+    deconstruct_array(PG_GETARG_ARRAYTYPE_P(0), INT8OID, 8, FLOAT8PASSBYVAL, TYPALIGN_DOUBLE,
+                      &id_values, nullptr, &count);
+    deconstruct_array(PG_GETARG_ARRAYTYPE_P(1), UUIDOID, UUID_LEN, false, TYPALIGN_CHAR,
+                      &token_values, nullptr, &count);
+  });
+  std::vector<Lease> leases(static_cast<size_t>(count));
+  for (int i = 0; i < count; ++i)
+    leases[i] = {DatumGetInt64(id_values[i]), *DatumGetUUIDP(token_values[i])};
+  return leases;
+}
 
 }  // namespace
 
@@ -378,42 +406,71 @@ INBOX_SQL_FUNCTION(inbox_complete_batch) {
                      "a batch holds at most " + std::to_string(kMaxClaimRows) + " events, got " +
                          std::to_string(lengths.ids));
 
+  std::vector<Lease> leases = batch_leases(fcinfo);
+
   // One state per element; the first bad one (missing, never issued) wins.
   struct Result {
     Datum *outcomes;  // SPI_palloc'd: in the caller's context
-    uint64 count;
     bool bad;
     LeaseState bad_state;
     int64 bad_id;
   };
+  // The lambda holds only palloc'd arrays: an error in it jumps out of it.
+  const Lease *input = leases.data();
+  size_t count = leases.size();
   Result result = spi_call([&] {
     Datum args[2] = {PG_GETARG_DATUM(0), PG_GETARG_DATUM(1)};
     // Believing the table empty, the planner looped over the batch for
-    // every event; LATERAL s stays a loop.
+    // every event.
     with_settings({{"enable_nestloop", "off"}, {"jit", "off"}},
                   [&] { execute_kept(complete_batch_plan, args, nullptr, false, 0); });
-    Result r{nullptr, SPI_processed, false, LeaseState::kLost, 0};
-    auto *outcomes = static_cast<Datum *>(SPI_palloc(Max(SPI_processed, 1) * sizeof(Datum)));
-    r.outcomes = outcomes;
+    uint64 done_count = SPI_processed;
+    auto *done = static_cast<Lease *>(palloc(std::max<uint64>(done_count, 1) * sizeof(Lease)));
+    for (uint64 row = 0; row < done_count; ++row)
+      done[row] = {result_int64(row, 1), result_uuid(row, 2)};
+    std::sort(done, done + done_count);
+
+    Result r{static_cast<Datum *>(SPI_palloc(std::max<size_t>(count, 1) * sizeof(Datum))), false,
+             LeaseState::kLost, 0};
+    // The elements not completed, in input order, and their arguments.
+    auto *missed = static_cast<size_t *>(palloc(std::max<size_t>(count, 1) * sizeof(size_t)));
+    auto *missed_ids = static_cast<Datum *>(palloc(std::max<size_t>(count, 1) * sizeof(Datum)));
+    auto *missed_tokens = static_cast<Datum *>(palloc(std::max<size_t>(count, 1) * sizeof(Datum)));
+    int missed_count = 0;
+    for (size_t i = 0; i < count; ++i) {
+      bool completed = std::binary_search(done, done + done_count, input[i]);
+      r.outcomes[i] = BoolGetDatum(completed);
+      if (completed) continue;
+      missed[missed_count] = i;
+      missed_ids[missed_count] = Int64GetDatum(input[i].id);
+      missed_tokens[missed_count] = UUIDPGetDatum(&input[i].token);
+      ++missed_count;
+    }
+    if (missed_count == 0) return r;
+
+    Datum state_args[2] = {PointerGetDatum(construct_array(missed_ids, missed_count, INT8OID, 8,
+                                                           FLOAT8PASSBYVAL, TYPALIGN_DOUBLE)),
+                           PointerGetDatum(construct_array(missed_tokens, missed_count, UUIDOID,
+                                                           UUID_LEN, false, TYPALIGN_CHAR))};
+    execute_kept(complete_batch_states_plan, state_args, nullptr, false, 0);
     for (uint64 row = 0; row < SPI_processed; ++row) {
-      bool completed = result_bool(row, 2);
-      bool exists = result_bool(row, 3);
       LeaseState state =
-          classify_lease(exists, completed || result_bool(row, 4), result_bool(row, 5));
+          classify_lease(result_bool(row, 1), result_bool(row, 2), result_bool(row, 3));
+      size_t element = missed[row];
       if ((state == LeaseState::kMissingEvent || state == LeaseState::kNeverIssued) && !r.bad) {
         r.bad = true;
         r.bad_state = state;
-        r.bad_id = result_int64(row, 1);
+        r.bad_id = input[element].id;
       }
-      outcomes[row] = BoolGetDatum(state == LeaseState::kAlreadyDone);
+      r.outcomes[element] = BoolGetDatum(state == LeaseState::kAlreadyDone);
     }
     return r;
   });
   // The batch is all or nothing, like ingest_batch: the error rolls it back.
   if (result.bad) throw_if_bad_lease(result.bad_state, result.bad_id);
   return pg_call([&] {
-    return PointerGetDatum(construct_array(result.outcomes, static_cast<int>(result.count), BOOLOID,
-                                           1, true, TYPALIGN_CHAR));
+    return PointerGetDatum(construct_array(result.outcomes, static_cast<int>(leases.size()),
+                                           BOOLOID, 1, true, TYPALIGN_CHAR));
   });
 }
 

@@ -84,6 +84,14 @@ bool result_bool(uint64 row, int column, bool *isnull) {
   return !null && DatumGetBool(value);
 }
 
+pg_uuid_t result_uuid(uint64 row, int column) {
+  bool null;
+  Datum value = column_at(row, column, &null);
+  pg_uuid_t uuid{};
+  if (!null) uuid = *DatumGetUUIDP(value);
+  return uuid;
+}
+
 char *result_text(uint64 row, int column) {
   bool null;
   Datum value = column_at(row, column, &null);

@@ -115,7 +115,8 @@ ErrorData *in_subtransaction(Fn &&fn) {
 Datum result_value(uint64 row, int column, bool *isnull);
 int64 result_int64(uint64 row, int column, bool *isnull = nullptr);
 bool result_bool(uint64 row, int column, bool *isnull = nullptr);
-char *result_text(uint64 row, int column);  // nullptr for NULL
+char *result_text(uint64 row, int column);      // nullptr for NULL
+pg_uuid_t result_uuid(uint64 row, int column);  // zeros for NULL
 
 // Raises the error of inbox._require_provider (the one definition of
 // "unknown provider") for a name the caller found missing. Call inside

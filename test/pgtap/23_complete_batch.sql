@@ -1,6 +1,6 @@
 -- inbox.complete_batch: complete() for many events in one statement.
 BEGIN;
-SELECT plan(12);
+SELECT plan(17);
 
 SELECT inbox.register_provider('stripe');
 SELECT inbox.ingest('stripe', 'e' || i, '{}') FROM generate_series(1, 4) i;
@@ -18,6 +18,31 @@ SELECT is(inbox.complete_batch(ARRAY(SELECT id FROM leases WHERE external_id = '
                                ARRAY(SELECT lease_token FROM leases WHERE external_id = 'e1')),
           ARRAY[true], 'completing again is idempotent');
 SELECT is(inbox.complete_batch('{}', '{}'), '{}'::boolean[], 'an empty batch is a no-op');
+
+-- Elements matched to what the UPDATE completed by id and token together.
+SELECT inbox.ingest('stripe', 'f' || i, '{}') FROM generate_series(1, 3) i;
+CREATE TEMP TABLE more AS SELECT id, external_id, lease_token FROM inbox.claim(10, '1 minute') WHERE external_id LIKE 'f%';
+SELECT is(inbox.complete_batch(ARRAY(SELECT id FROM more WHERE external_id = 'f2') || ARRAY(SELECT id FROM leases WHERE external_id = 'e1')
+                               || ARRAY(SELECT id FROM more WHERE external_id = 'f2') || ARRAY(SELECT id FROM old)
+                               || ARRAY(SELECT id FROM more WHERE external_id = 'f1'),
+                               ARRAY(SELECT lease_token FROM more WHERE external_id = 'f2') || ARRAY(SELECT lease_token FROM leases WHERE external_id = 'e1')
+                               || ARRAY(SELECT lease_token FROM more WHERE external_id = 'f2') || ARRAY(SELECT lease_token FROM old)
+                               || ARRAY(SELECT lease_token FROM more WHERE external_id = 'f1')),
+          ARRAY[true, true, true, false, true],
+          'in input order: completed, already done, the same pair again, a lost lease, completed');
+SELECT throws_ok(format('SELECT inbox.complete_batch(ARRAY[%s, %s], ARRAY[%L, %L]::uuid[])',
+                        (SELECT id FROM more WHERE external_id = 'f3'), (SELECT id FROM leases WHERE external_id = 'e4'),
+                        (SELECT lease_token FROM leases WHERE external_id = 'e4'), (SELECT lease_token FROM more WHERE external_id = 'f3')),
+  '22023', 'lease token was never issued for event ' || (SELECT id FROM more WHERE external_id = 'f3'),
+  'two held tokens swapped between their events: an error naming the first');
+SELECT is(ARRAY(SELECT status FROM inbox.events WHERE external_id IN ('f3', 'e4') ORDER BY external_id),
+          ARRAY['processing', 'processing'], '... and neither event is completed');
+SELECT throws_ok(format('SELECT inbox.complete_batch(ARRAY[%s, -1], ARRAY[gen_random_uuid(), gen_random_uuid()])',
+                        (SELECT id FROM more WHERE external_id = 'f3')),
+  '22023', 'lease token was never issued for event ' || (SELECT id FROM more WHERE external_id = 'f3'),
+  'the first bad element in input order is the one named');
+SELECT throws_ok($$ SELECT inbox.complete_batch('{{1}}', ARRAY[[gen_random_uuid()]]) $$,
+  '2202E', 'ids and lease_tokens must be one-dimensional');
 
 -- Bad input: a clear error, and the whole batch rolls back.
 SELECT throws_ok($$ SELECT inbox.complete_batch(NULL, '{}') $$, '22004', 'ids must not be null');
