@@ -67,11 +67,15 @@ finish_by_update() {  # NAME -> CPU ms
        COMMIT;
      END LOOP; END \$\$;"
 }
+# leased_backlog TABLE: TABLE (inbox.events or pgmq.q_bench) with a fresh
+# backlog whose first BENCH_EVENTS are taken as workers take them, vacuumed.
+leased_backlog() {
+  fresh_backlog "$1" "$backlog"
+  psql -X -q -v ON_ERROR_STOP=1 >/dev/null -c "$(lease_sql "$1" "$batches")" \
+    -c "VACUUM ANALYZE $1" -c CHECKPOINT
+}
 finish_pg_inbox() {
-  fresh_backlog inbox.events "$backlog"
-  psql -X -q -v ON_ERROR_STOP=1 >/dev/null \
-    -c "DO \$\$ BEGIN FOR i IN 1..$batches LOOP PERFORM count(*) FROM inbox.claim(100, '1 hour'); COMMIT; END LOOP; END \$\$;" \
-    -c "VACUUM ANALYZE inbox.events" -c CHECKPOINT
+  leased_backlog inbox.events
   cpu_ms "CREATE TEMP TABLE batches AS
     SELECT (row_number() OVER (ORDER BY id) - 1) / 100 AS n, id, lease_token FROM inbox.events WHERE status = 'processing';" \
     "DO \$\$ DECLARE b record; BEGIN
@@ -81,10 +85,7 @@ finish_pg_inbox() {
      END LOOP; END \$\$;"
 }
 finish_pgmq() {
-  fresh_backlog pgmq.q_bench "$backlog"
-  psql -X -q -v ON_ERROR_STOP=1 >/dev/null \
-    -c "DO \$\$ BEGIN FOR i IN 1..$batches LOOP PERFORM count(*) FROM pgmq.read('bench', 3600, 100); COMMIT; END LOOP; END \$\$;" \
-    -c "VACUUM ANALYZE pgmq.q_bench" -c CHECKPOINT
+  leased_backlog pgmq.q_bench
   cpu_ms "CREATE TEMP TABLE batches AS
     SELECT (row_number() OVER (ORDER BY msg_id) - 1) / 100 AS n, msg_id FROM pgmq.q_bench WHERE read_ct > 0;" \
     "DO \$\$ DECLARE b record; BEGIN

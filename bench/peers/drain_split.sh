@@ -23,14 +23,14 @@ batches=$((${BENCH_EVENTS:-30000} / 100))
 
 source ../backend_cpu.sh
 cpu_ms() { backend_cpu_ms "SET synchronous_commit = off; $1" "$2"; }  # setup sql, measured sql
-claim="DO \$\$ BEGIN FOR i IN 1..$batches LOOP PERFORM count(*) FROM inbox.claim(100, '1 hour'); COMMIT; END LOOP; END \$\$;"
+claim=$(lease_sql inbox.events "$batches")
 complete="CREATE TEMP TABLE leased AS
   SELECT (row_number() OVER (ORDER BY id) - 1) / 100 AS n, id, lease_token FROM inbox.events WHERE status = 'processing';
 CREATE TEMP TABLE batches AS
   SELECT n, array_agg(id ORDER BY id) AS ids, array_agg(lease_token ORDER BY id) AS tokens FROM leased GROUP BY n;"
 complete_run="DO \$\$ DECLARE b record; BEGIN FOR b IN SELECT ids, tokens FROM batches ORDER BY n LOOP
   PERFORM inbox.complete_batch(b.ids, b.tokens); COMMIT; END LOOP; END \$\$;"
-read="DO \$\$ BEGIN FOR i IN 1..$batches LOOP PERFORM count(*) FROM pgmq.read('bench', 3600, 100); COMMIT; END LOOP; END \$\$;"
+read=$(lease_sql pgmq.q_bench "$batches")
 delete="CREATE TEMP TABLE batches AS
   SELECT n, array_agg(msg_id ORDER BY msg_id) AS ids
     FROM (SELECT (row_number() OVER (ORDER BY msg_id) - 1) / 100 AS n, msg_id FROM pgmq.q_bench WHERE read_ct > 0) s GROUP BY n;"
