@@ -424,18 +424,18 @@ INBOX_SQL_FUNCTION(inbox_complete_batch) {
     // every event.
     with_settings({{"enable_nestloop", "off"}, {"jit", "off"}},
                   [&] { execute_kept(complete_batch_plan, args, nullptr, false, 0); });
+    size_t slots = std::max<size_t>(count, 1);
     uint64 done_count = SPI_processed;
     auto *done = static_cast<Lease *>(palloc(std::max<uint64>(done_count, 1) * sizeof(Lease)));
     for (uint64 row = 0; row < done_count; ++row)
       done[row] = {result_int64(row, 1), result_uuid(row, 2)};
     std::sort(done, done + done_count);
 
-    Result r{static_cast<Datum *>(SPI_palloc(std::max<size_t>(count, 1) * sizeof(Datum))), false,
-             LeaseState::kLost, 0};
+    Result r{static_cast<Datum *>(SPI_palloc(slots * sizeof(Datum))), false, LeaseState::kLost, 0};
     // The elements not completed, in input order, and their arguments.
-    auto *missed = static_cast<size_t *>(palloc(std::max<size_t>(count, 1) * sizeof(size_t)));
-    auto *missed_ids = static_cast<Datum *>(palloc(std::max<size_t>(count, 1) * sizeof(Datum)));
-    auto *missed_tokens = static_cast<Datum *>(palloc(std::max<size_t>(count, 1) * sizeof(Datum)));
+    auto *missed = static_cast<size_t *>(palloc(slots * sizeof(size_t)));
+    auto *missed_ids = static_cast<Datum *>(palloc(slots * sizeof(Datum)));
+    auto *missed_tokens = static_cast<Datum *>(palloc(slots * sizeof(Datum)));
     int missed_count = 0;
     for (size_t i = 0; i < count; ++i) {
       bool completed = std::binary_search(done, done + done_count, input[i]);
